@@ -1,0 +1,233 @@
+#include "scheduler/ir/action.h"
+
+#include <array>
+#include <cctype>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+
+namespace jitpipe {
+namespace {
+
+struct KindInfo {
+  ActionKind kind;
+  absl::string_view name;
+};
+
+// Longest names first so that the parser's prefix match picks "SEND_F" over
+// nothing and "REDUCE_GRAD" before "RE..." alternatives.
+constexpr std::array<KindInfo, 11> kSimpleKindsLongestFirst = {{
+    {ActionKind::kReduceGrad, "REDUCE_GRAD"},
+    {ActionKind::kUnshard, "UNSHARD"},
+    {ActionKind::kReshard, "RESHARD"},
+    {ActionKind::kSendF, "SEND_F"},
+    {ActionKind::kRecvF, "RECV_F"},
+    {ActionKind::kSendB, "SEND_B"},
+    {ActionKind::kRecvB, "RECV_B"},
+    {ActionKind::kForward, "F"},
+    {ActionKind::kBackward, "B"},
+    {ActionKind::kBackwardInput, "I"},
+    {ActionKind::kBackwardWeight, "W"},
+}};
+
+constexpr absl::string_view kOverlapName = "OVERLAP_F_B";
+
+// A cursor over the action text that reports errors with 1-based positions.
+class Cursor {
+ public:
+  Cursor(absl::string_view full, size_t begin, size_t end)
+      : full_(full), pos_(begin), end_(end) {}
+
+  bool AtEnd() const { return pos_ >= end_; }
+  char Peek() const { return full_[pos_]; }
+  size_t pos() const { return pos_; }
+  void Advance(size_t n) { pos_ += n; }
+  bool StartsWith(absl::string_view s) const {
+    return end_ - pos_ >= s.size() && full_.substr(pos_, s.size()) == s;
+  }
+
+  absl::Status Error(absl::string_view expected) const {
+    std::string found = AtEnd() ? "the end of the text"
+                                : absl::StrCat("\"", std::string(1, Peek()), "\"");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot parse action \"", full_, "\": ", AtEnd() ? "" : "unexpected ",
+        found, " at character ", pos_ + 1, "; expected ", expected));
+  }
+
+  // Reads a decimal number without sign or leading zeros that fits in int32.
+  // `what` names it: "stage number".
+  absl::StatusOr<int32_t> Number(absl::string_view what) {
+    if (AtEnd() || !std::isdigit(static_cast<unsigned char>(Peek()))) {
+      return Error(absl::StrCat("a ", what));
+    }
+    size_t start = pos_;
+    int64_t value = 0;
+    while (!AtEnd() && std::isdigit(static_cast<unsigned char>(Peek()))) {
+      value = value * 10 + (Peek() - '0');
+      if (value > std::numeric_limits<int32_t>::max()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "cannot parse action \"", full_, "\": the ", what, " at character ",
+            start + 1, " does not fit in 31 bits"));
+      }
+      ++pos_;
+    }
+    if (pos_ - start > 1 && full_[start] == '0') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot parse action \"", full_, "\": the ", what, " at character ",
+          start + 1, " has a leading zero"));
+    }
+    return static_cast<int32_t>(value);
+  }
+
+ private:
+  absl::string_view full_;
+  size_t pos_;
+  size_t end_;
+};
+
+absl::StatusOr<Action> ParseSimple(Cursor& c) {
+  auto stage = c.Number("stage number");
+  if (!stage.ok()) return stage.status();
+  const KindInfo* info = nullptr;
+  for (const KindInfo& k : kSimpleKindsLongestFirst) {
+    if (c.StartsWith(k.name)) {
+      info = &k;
+      break;
+    }
+  }
+  if (info == nullptr) {
+    return c.Error("an action type (F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, "
+                   "UNSHARD, RESHARD or REDUCE_GRAD)");
+  }
+  c.Advance(info->name.size());
+  if (!HasMicrobatch(info->kind)) {
+    return Action::StageWide(info->kind, *stage);
+  }
+  auto mb = c.Number(absl::StrCat("microbatch number after ", info->name));
+  if (!mb.ok()) return mb.status();
+  return Action::Make(info->kind, *stage, *mb);
+}
+
+}  // namespace
+
+absl::string_view KindName(ActionKind kind) {
+  if (kind == ActionKind::kOverlapFB) return kOverlapName;
+  if (kind == ActionKind::kBubble) return "";
+  for (const KindInfo& k : kSimpleKindsLongestFirst) {
+    if (k.kind == kind) return k.name;
+  }
+  return "?";
+}
+
+bool IsCompute(ActionKind kind) {
+  return kind == ActionKind::kForward || kind == ActionKind::kBackward ||
+         kind == ActionKind::kBackwardInput || kind == ActionKind::kBackwardWeight ||
+         kind == ActionKind::kOverlapFB;
+}
+
+bool IsSend(ActionKind kind) {
+  return kind == ActionKind::kSendF || kind == ActionKind::kSendB;
+}
+
+bool IsRecv(ActionKind kind) {
+  return kind == ActionKind::kRecvF || kind == ActionKind::kRecvB;
+}
+
+bool IsSendRecv(ActionKind kind) { return IsSend(kind) || IsRecv(kind); }
+
+bool HasMicrobatch(ActionKind kind) {
+  return kind != ActionKind::kUnshard && kind != ActionKind::kReshard &&
+         kind != ActionKind::kReduceGrad && kind != ActionKind::kOverlapFB &&
+         kind != ActionKind::kBubble;
+}
+
+Action Action::Make(ActionKind kind, int32_t stage, int32_t microbatch) {
+  Action a;
+  a.kind = kind;
+  a.stage = stage;
+  a.microbatch = microbatch;
+  return a;
+}
+
+Action Action::StageWide(ActionKind kind, int32_t stage) {
+  return Make(kind, stage, kNoMicrobatch);
+}
+
+Action Action::Overlap(std::vector<Action> sub_actions) {
+  Action a;
+  a.kind = ActionKind::kOverlapFB;
+  a.stage = -1;
+  a.sub_actions = std::move(sub_actions);
+  return a;
+}
+
+std::string Action::ToString() const {
+  switch (kind) {
+    case ActionKind::kBubble:
+      return "";
+    case ActionKind::kOverlapFB:
+      return absl::StrCat(
+          "(",
+          absl::StrJoin(sub_actions, ";",
+                        [](std::string* out, const Action& a) {
+                          absl::StrAppend(out, a.ToString());
+                        }),
+          ")", kOverlapName);
+    default:
+      break;
+  }
+  if (!HasMicrobatch(kind)) return absl::StrCat(stage, KindName(kind));
+  return absl::StrCat(stage, KindName(kind), microbatch);
+}
+
+absl::StatusOr<Action> ParseAction(absl::string_view text) {
+  size_t begin = 0;
+  size_t end = text.size();
+  while (begin < end && absl::ascii_isspace(static_cast<unsigned char>(text[begin]))) ++begin;
+  while (end > begin && absl::ascii_isspace(static_cast<unsigned char>(text[end - 1]))) --end;
+  Cursor c(text, begin, end);
+  if (c.AtEnd()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot parse action \"", text, "\": it is empty"));
+  }
+  if (c.Peek() != '(') {
+    auto action = ParseSimple(c);
+    if (!action.ok()) return action.status();
+    if (!c.AtEnd()) return c.Error("the end of the action");
+    return action;
+  }
+  c.Advance(1);
+  std::vector<Action> subs;
+  while (true) {
+    size_t sub_start = c.pos();
+    auto sub = ParseSimple(c);
+    if (!sub.ok()) return sub.status();
+    if (!IsCompute(sub->kind)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot parse action \"", text, "\": the sub-action at character ",
+          sub_start + 1, " is ", KindName(sub->kind),
+          "; an OVERLAP_F_B holds only F, B, I and W"));
+    }
+    subs.push_back(*std::move(sub));
+    if (c.AtEnd()) return c.Error("\";\" or \")\"");
+    if (c.Peek() == ';') {
+      c.Advance(1);
+      continue;
+    }
+    if (c.Peek() == ')') {
+      c.Advance(1);
+      break;
+    }
+    return c.Error("\";\" or \")\"");
+  }
+  if (!c.StartsWith(kOverlapName)) return c.Error("OVERLAP_F_B after \")\"");
+  c.Advance(kOverlapName.size());
+  if (!c.AtEnd()) return c.Error("the end of the action");
+  return Action::Overlap(std::move(subs));
+}
+
+}  // namespace jitpipe

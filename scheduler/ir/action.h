@@ -1,0 +1,112 @@
+// The action: one entry of a rank's program, in PyTorch's pipelining IR.
+//
+// Text form (identical to torch.distributed.pipelining's _Action, so
+// schedules move between the two unchanged):
+//
+//   action   := simple | compound
+//   simple   := STAGE KIND [MICROBATCH]
+//   compound := "(" simple (";" simple)* ")" "OVERLAP_F_B"
+//   KIND     := F | B | I | W | SEND_F | RECV_F | SEND_B | RECV_B
+//             | UNSHARD | RESHARD | REDUCE_GRAD
+//   STAGE, MICROBATCH := decimal, no sign, no leading zeros, < 2^31
+//
+// F, B, I, W and the SEND/RECV kinds carry a microbatch; UNSHARD, RESHARD and
+// REDUCE_GRAD do not. A compound's sub-actions are compute actions (F, B, I,
+// W) run back to back; the compound itself has stage -1 and no microbatch, as
+// in PyTorch. Examples: "0F1", "3I0", "1SEND_F2", "2REDUCE_GRAD",
+// "(4F4;3B0)OVERLAP_F_B".
+//
+// A bubble (an idle slot in a compute-only program: JSON null, an empty CSV
+// cell) is the explicit kind kBubble; its text form is the empty string.
+//
+// Action is a copyable value type. Formatting then parsing returns an equal
+// action; parsing then formatting returns the same text.
+#ifndef JITPIPE_SCHEDULER_IR_ACTION_H_
+#define JITPIPE_SCHEDULER_IR_ACTION_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace jitpipe {
+
+enum class ActionKind : uint8_t {
+  kForward,         // F
+  kBackward,        // B: full backward (input and weight gradients)
+  kBackwardInput,   // I: input gradients only
+  kBackwardWeight,  // W: weight gradients only; needs the matching I first
+  kSendF,           // SEND_F: activation to the next stage
+  kRecvF,           // RECV_F: activation from the previous stage
+  kSendB,           // SEND_B: gradient to the previous stage
+  kRecvB,           // RECV_B: gradient from the next stage
+  kUnshard,         // UNSHARD: all-gather a stage's parameters
+  kReshard,         // RESHARD: free them again
+  kReduceGrad,      // REDUCE_GRAD: reduce a stage's gradients over data parallel
+  kOverlapFB,       // OVERLAP_F_B: compound of compute sub-actions
+  kBubble,          // an idle slot (display and PyTorch round-robin only)
+};
+
+inline constexpr int kNumActionKinds = 13;
+inline constexpr int32_t kNoMicrobatch = -1;
+
+// The kind's text, e.g. "SEND_F"; "" for kBubble.
+absl::string_view KindName(ActionKind kind);
+
+// F, B, I, W and OVERLAP_F_B (PyTorch's is_compute_op).
+bool IsCompute(ActionKind kind);
+// SEND_F, RECV_F, SEND_B, RECV_B.
+bool IsSendRecv(ActionKind kind);
+bool IsSend(ActionKind kind);
+bool IsRecv(ActionKind kind);
+// Kinds whose text carries a microbatch.
+bool HasMicrobatch(ActionKind kind);
+
+struct Action {
+  ActionKind kind = ActionKind::kBubble;
+  int32_t stage = -1;
+  int32_t microbatch = kNoMicrobatch;
+  std::vector<Action> sub_actions;  // kOverlapFB only
+
+  // Constructors for each shape. REQUIRES: the kind fits the shape.
+  static Action Make(ActionKind kind, int32_t stage, int32_t microbatch);
+  static Action StageWide(ActionKind kind, int32_t stage);  // UNSHARD, ...
+  static Action Overlap(std::vector<Action> sub_actions);
+  static Action Bubble() { return Action{}; }
+
+  bool is_bubble() const { return kind == ActionKind::kBubble; }
+  bool is_compound() const { return kind == ActionKind::kOverlapFB; }
+
+  // PyTorch's text form; "" for a bubble.
+  std::string ToString() const;
+
+  friend bool operator==(const Action&, const Action&) = default;
+};
+
+// Parses PyTorch's text form strictly. Leading and trailing whitespace is
+// ignored (as PyTorch does); anything else PyTorch would silently misread is
+// refused: trailing characters, a missing or superfluous microbatch, numbers
+// with leading zeros or that do not fit in 31 bits, an empty string.
+// Errors: InvalidArgument saying what was expected at which character
+// (counted from 1), e.g.
+//   cannot parse action "0F1x": unexpected "x" at character 4; expected the end of the action
+absl::StatusOr<Action> ParseAction(absl::string_view text);
+
+// Calls `fn(const Action&)` on the compute parts of `action`: the action
+// itself when it is F, B, I or W; each sub-action of an OVERLAP_F_B; nothing
+// otherwise.
+template <typename Fn>
+void ForEachComputePart(const Action& action, Fn&& fn) {
+  if (action.is_compound()) {
+    for (const Action& sub : action.sub_actions) fn(sub);
+  } else if (IsCompute(action.kind)) {
+    fn(action);
+  }
+}
+
+}  // namespace jitpipe
+
+#endif  // JITPIPE_SCHEDULER_IR_ACTION_H_

@@ -1,0 +1,188 @@
+#include "scheduler/passes/validate_structure.h"
+
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace jitpipe {
+namespace {
+
+constexpr int32_t kUnseen = -1;
+
+// Where each phase of each (stage, microbatch) was seen, indexed by
+// stage * microbatches_per_chain + microbatch: the program index, or kUnseen.
+struct PhaseTable {
+  std::vector<int32_t> forward, backward_input, full_backward, backward_weight;
+  explicit PhaseTable(size_t n)
+      : forward(n, kUnseen), backward_input(n, kUnseen), full_backward(n, kUnseen),
+        backward_weight(n, kUnseen) {}
+};
+
+absl::string_view PhaseName(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward:
+      return "forward";
+    case ActionKind::kBackward:
+      return "full backward";
+    case ActionKind::kBackwardInput:
+      return "input backward";
+    case ActionKind::kBackwardWeight:
+      return "weight backward";
+    default:
+      return "action";
+  }
+}
+
+class StructureChecker {
+ public:
+  explicit StructureChecker(const Schedule& s)
+      : s_(s), mbs_(s.microbatches_per_chain()),
+        table_(static_cast<size_t>(s.num_stages()) * s.microbatches_per_chain()) {}
+
+  absl::Status Run() {
+    for (int r = 0; r < s_.pp; ++r) {
+      const RankProgram& program = s_.ranks[r];
+      for (size_t i = 0; i < program.size(); ++i) {
+        RETURN_IF_ERROR(CheckAction(r, static_cast<int32_t>(i), program[i]));
+      }
+    }
+    return CheckComplete();
+  }
+
+ private:
+  absl::Status Error(int rank, int32_t index, const Action& action, absl::string_view what) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, ", index ", index, " (", action.ToString(), "): ", what));
+  }
+
+  absl::Status CheckStage(int rank, int32_t index, const Action& top, int stage) const {
+    if (stage < 0 || stage >= s_.num_stages()) {
+      return Error(rank, index, top,
+                   absl::StrCat("stage ", stage, " does not exist; the schedule has ",
+                                s_.num_stages(), " stages"));
+    }
+    if (s_.RankOf(stage) != rank) {
+      return Error(rank, index, top,
+                   absl::StrCat("stage ", stage, " lives on rank ", s_.RankOf(stage),
+                                ", not on this rank"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckMicrobatch(int rank, int32_t index, const Action& top, int mb) const {
+    if (mb < 0 || mb >= mbs_) {
+      return Error(rank, index, top,
+                   absl::StrCat("microbatch ", mb, " is out of range; each stage runs ", mbs_,
+                                " microbatches (0..", mbs_ - 1, ")"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckAction(int rank, int32_t index, const Action& a) {
+    if (a.is_bubble()) {
+      if (s_.lowered) return Error(rank, index, a, "a bubble in a lowered program");
+      return absl::OkStatus();
+    }
+    if (!IsCompute(a.kind)) {
+      if (!s_.lowered) {
+        return Error(rank, index, a,
+                     absl::StrCat(KindName(a.kind),
+                                  " in a compute-only program (lowered is false)"));
+      }
+      RETURN_IF_ERROR(CheckStage(rank, index, a, a.stage));
+      if (HasMicrobatch(a.kind)) RETURN_IF_ERROR(CheckMicrobatch(rank, index, a, a.microbatch));
+      return absl::OkStatus();
+    }
+    if (a.is_compound() && a.sub_actions.empty()) {
+      return Error(rank, index, a, "an OVERLAP_F_B without sub-actions");
+    }
+    absl::Status status;
+    ForEachComputePart(a, [&](const Action& part) {
+      if (status.ok()) status = CheckPhase(rank, index, a, part);
+    });
+    return status;
+  }
+
+  absl::Status CheckPhase(int rank, int32_t index, const Action& top, const Action& part) {
+    RETURN_IF_ERROR(CheckStage(rank, index, top, part.stage));
+    RETURN_IF_ERROR(CheckMicrobatch(rank, index, top, part.microbatch));
+    const size_t key = static_cast<size_t>(part.stage) * mbs_ + part.microbatch;
+    const std::string subject =
+        absl::StrCat(PhaseName(part.kind), " of stage ", part.stage, " microbatch ",
+                     part.microbatch);
+    auto duplicate = [&](int32_t first) {
+      return Error(rank, index, top,
+                   absl::StrCat("a second ", subject, "; the first is at index ", first));
+    };
+    const int32_t f = table_.forward[key];
+    const int32_t i = table_.backward_input[key];
+    const int32_t b = table_.full_backward[key];
+    const int32_t w = table_.backward_weight[key];
+    switch (part.kind) {
+      case ActionKind::kForward:
+        if (f != kUnseen) return duplicate(f);
+        table_.forward[key] = index;
+        return absl::OkStatus();
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardInput:
+        if (f == kUnseen) return Error(rank, index, top, absl::StrCat(subject, " comes before its forward"));
+        if (b != kUnseen) return duplicate(b);
+        if (i != kUnseen) return duplicate(i);
+        (part.kind == ActionKind::kBackward ? table_.full_backward : table_.backward_input)[key] =
+            index;
+        return absl::OkStatus();
+      case ActionKind::kBackwardWeight:
+        if (w != kUnseen) return duplicate(w);
+        if (b != kUnseen) {
+          return Error(rank, index, top,
+                       absl::StrCat(subject, " after the full backward at index ", b,
+                                    "; B already computes weight gradients (W needs an I)"));
+        }
+        if (i == kUnseen) {
+          return Error(rank, index, top, absl::StrCat(subject, " comes before its input backward (I)"));
+        }
+        table_.backward_weight[key] = index;
+        return absl::OkStatus();
+      default:
+        return Error(rank, index, top, "is not a compute action");
+    }
+  }
+
+  absl::Status CheckComplete() const {
+    for (int stage = 0; stage < s_.num_stages(); ++stage) {
+      for (int mb = 0; mb < mbs_; ++mb) {
+        const size_t key = static_cast<size_t>(stage) * mbs_ + mb;
+        std::string where = absl::StrCat("rank ", s_.RankOf(stage), ": stage ", stage);
+        if (table_.forward[key] == kUnseen) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, " has no forward for microbatch ", mb));
+        }
+        if (table_.full_backward[key] == kUnseen && table_.backward_input[key] == kUnseen) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, " has no backward (B or I) for microbatch ", mb));
+        }
+        if (table_.backward_input[key] != kUnseen && table_.backward_weight[key] == kUnseen) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              where, " has an input backward (I) but no weight backward (W) for microbatch ", mb,
+              " (I at index ", table_.backward_input[key], ")"));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  const Schedule& s_;
+  const int mbs_;
+  PhaseTable table_;
+};
+
+}  // namespace
+
+absl::Status ValidateStructure(const Schedule& schedule) {
+  RETURN_IF_ERROR(ValidateHeader(schedule));
+  return StructureChecker(schedule).Run();
+}
+
+}  // namespace jitpipe

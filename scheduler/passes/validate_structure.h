@@ -1,0 +1,32 @@
+// Structural validation of a schedule's programs: PyTorch's
+// _validate_schedule, made exact.
+//
+// Checks, beyond the header (ValidateHeader):
+//   - every action names a stage in [0, S) held by the rank whose program it
+//     is in, and a microbatch in [0, m / chains) where the kind has one;
+//   - per (stage, microbatch): exactly one F; then either one B, or one I
+//     followed by one W; nothing before its F, no W before its I, no W after
+//     a full B (which already computes weight gradients);
+//   - a compute-only program holds only F, B, I, W, OVERLAP_F_B and bubbles;
+//     a lowered one holds no bubbles.
+// Send/receive matching and deadlock freedom are checked by Validate()
+// (validate.h).
+//
+// The first violation is returned as InvalidArgument naming the rank, the
+// index in that rank's program and the action, e.g.
+//   rank 3, index 0 (3B0): full backward of stage 3 microbatch 0 comes before its forward
+// or, for something missing, the stage and microbatch:
+//   rank 2: stage 2 has no forward for microbatch 5
+#ifndef JITPIPE_SCHEDULER_PASSES_VALIDATE_STRUCTURE_H_
+#define JITPIPE_SCHEDULER_PASSES_VALIDATE_STRUCTURE_H_
+
+#include "absl/status/status.h"
+#include "scheduler/ir/schedule.h"
+
+namespace jitpipe {
+
+absl::Status ValidateStructure(const Schedule& schedule);
+
+}  // namespace jitpipe
+
+#endif  // JITPIPE_SCHEDULER_PASSES_VALIDATE_STRUCTURE_H_

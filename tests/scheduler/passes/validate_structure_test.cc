@@ -1,0 +1,137 @@
+#include "scheduler/passes/validate_structure.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "scheduler/ir/schedule_csv.h"
+#include "tests/testing/conformance.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/testdata.h"
+
+namespace jitpipe {
+namespace {
+
+using ::jitpipe::testing::CsvFromJson;
+using ::jitpipe::testing::PytorchConformanceNames;
+using ::jitpipe::testing::ReadTestdata;
+using ::jitpipe::testing::ReadTestdataJson;
+
+class ValidateConformanceTest : public ::testing::TestWithParam<std::string> {};
+
+// Every order PyTorch validates, we validate; 1F1B's IR fails in both (its
+// last rank is off by one) while its runtime order passes.
+TEST_P(ValidateConformanceTest, AgreesWithPyTorch) {
+  nlohmann::json d = ReadTestdataJson("conformance/pytorch/" + GetParam() + ".json");
+  if (d.contains("error")) GTEST_SKIP() << "PyTorch refuses these parameters";
+  const std::string source = d["schedule"] == "GPipe" ? "ranks_before_reduce_grad"
+                             : d["schedule"] == "1F1B" ? "ranks_runtime_equivalent"
+                                                       : "ranks";
+  ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleCsv(CsvFromJson(d[source])));
+  EXPECT_OK(ValidateStructure(s));
+  if (d["schedule"] == "1F1B") {
+    ASSERT_OK_AND_ASSIGN(Schedule buggy,
+                         ParseScheduleCsv(CsvFromJson(d["ranks_before_reduce_grad"])));
+    EXPECT_FALSE(ValidateStructure(buggy).ok());
+  }
+  if (!d.contains("ranks_with_comms")) return;  // PyTorch cannot lower 1F1B's IR
+  ASSERT_OK_AND_ASSIGN(Schedule lowered, ParseScheduleCsv(CsvFromJson(d["ranks_with_comms"])));
+  EXPECT_OK(ValidateStructure(lowered));
+}
+
+INSTANTIATE_TEST_SUITE_P(Pytorch, ValidateConformanceTest,
+                         ::testing::ValuesIn(PytorchConformanceNames()));
+
+TEST(ValidateStructureTest, AcceptsTheRealFiles) {
+  for (const char* file : {"dualpipev_4rank_10mb.csv", "torchtitan_example.csv",
+                           "torchtitan_4-rank.csv"}) {
+    ASSERT_OK_AND_ASSIGN(Schedule s,
+                         ParseScheduleCsv(ReadTestdata(std::string("conformance/real/") + file)));
+    EXPECT_OK(ValidateStructure(s)) << file;
+  }
+}
+
+TEST(ValidateStructureTest, LegacyZeroBubbleFileNeedsLegacyNames) {
+  const std::string text = ReadTestdata("conformance/real/zb1p_2rank_2stagep_compute.csv");
+  ASSERT_OK_AND_ASSIGN(Schedule strict, ParseScheduleCsv(text));
+  EXPECT_EQ(::jitpipe::testing::Message(ValidateStructure(strict)),
+            "rank 0, index 6 (2W0): weight backward of stage 2 microbatch 0 after the full "
+            "backward at index 5; B already computes weight gradients (W needs an I)");
+  ASSERT_OK_AND_ASSIGN(Schedule legacy,
+                       ParseScheduleCsv(text, CsvReadOptions{.legacy_backward_names = true}));
+  EXPECT_OK(ValidateStructure(legacy));
+}
+
+struct BadOrder {
+  std::string name;
+  std::string csv;
+  std::string error;
+};
+
+class ValidateStructureErrorTest : public ::testing::TestWithParam<BadOrder> {};
+
+TEST_P(ValidateStructureErrorTest, NamesRankIndexAndAction) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleCsv(GetParam().csv));
+  absl::Status status = ValidateStructure(s);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(::jitpipe::testing::Message(status), GetParam().error);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Bad, ValidateStructureErrorTest,
+    ::testing::Values(
+        BadOrder{"BackwardBeforeForward", "0F0,0F1,0B0,0B1\n1B0,1F0,1F1,1B1\n",
+                 "rank 1, index 0 (1B0): full backward of stage 1 microbatch 0 comes before its "
+                 "forward"},
+        BadOrder{"DuplicateForward", "0F0,0F0,0B0\n1F0,1B0\n",
+                 "rank 0, index 1 (0F0): a second forward of stage 0 microbatch 0; the first is "
+                 "at index 0"},
+        BadOrder{"WWithoutI", "0F0,0W0,0B0\n1F0,1B0\n",
+                 "rank 0, index 1 (0W0): weight backward of stage 0 microbatch 0 comes before "
+                 "its input backward (I)"},
+        BadOrder{"IWithoutW", "0F0,0I0\n1F0,1B0\n",
+                 "rank 0: stage 0 has an input backward (I) but no weight backward (W) for "
+                 "microbatch 0 (I at index 1)"},
+        BadOrder{"MissingForward", "0F0,0F1,0B0,0B1\n1F0,1B0\n",
+                 "rank 1: stage 1 has no forward for microbatch 1"},
+        BadOrder{"MissingBackward", "0F0,0B0\n1F0\n",
+                 "rank 1: stage 1 has no backward (B or I) for microbatch 0"},
+        BadOrder{"DuplicateBackward", "0F0,0B0,0I0,0W0\n1F0,1B0\n",
+                 "rank 0, index 2 (0I0): a second input backward of stage 0 microbatch 0; the "
+                 "first is at index 1"},
+        BadOrder{"OverlapBackwardBeforeForward", "0F0,(0B1;0F1)OVERLAP_F_B,0B0\n1F0,1F1,1B0,1B1\n",
+                 "rank 0, index 1 ((0B1;0F1)OVERLAP_F_B): full backward of stage 0 microbatch 1 "
+                 "comes before its forward"}),
+    [](const ::testing::TestParamInfo<BadOrder>& param_info) { return param_info.param.name; });
+
+TEST(ValidateStructureTest, RefusesCommsInAComputeOnlyProgram) {
+  Schedule s;
+  s.pp = 1;
+  s.stages_per_rank = 1;
+  s.microbatches = 1;
+  s.stage_to_rank = {0};
+  s.ranks = {{Action::Make(ActionKind::kForward, 0, 0), Action::StageWide(ActionKind::kReduceGrad, 0),
+              Action::Make(ActionKind::kBackward, 0, 0)}};
+  EXPECT_EQ(::jitpipe::testing::Message(ValidateStructure(s)),
+            "rank 0, index 1 (0REDUCE_GRAD): REDUCE_GRAD in a compute-only program (lowered is "
+            "false)");
+  s.lowered = true;
+  EXPECT_OK(ValidateStructure(s));
+}
+
+TEST(ValidateStructureTest, RefusesAStageOnTheWrongRankAndOutOfRangeMicrobatches) {
+  Schedule s;
+  s.pp = 2;
+  s.stages_per_rank = 1;
+  s.microbatches = 1;
+  s.stage_to_rank = {0, 1};
+  s.ranks = {{Action::Make(ActionKind::kForward, 1, 0)}, {}};
+  EXPECT_EQ(::jitpipe::testing::Message(ValidateStructure(s)),
+            "rank 0, index 0 (1F0): stage 1 lives on rank 1, not on this rank");
+  s.ranks = {{Action::Make(ActionKind::kForward, 0, 3)}, {}};
+  EXPECT_EQ(::jitpipe::testing::Message(ValidateStructure(s)),
+            "rank 0, index 0 (0F3): microbatch 3 is out of range; each stage runs 1 "
+            "microbatches (0..0)");
+}
+
+}  // namespace
+}  // namespace jitpipe

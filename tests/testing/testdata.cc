@@ -1,0 +1,134 @@
+#include "tests/testing/testdata.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gtest/gtest.h"
+
+namespace jitpipe::testing {
+
+std::string TestdataPath(const std::string& relative) {
+  return std::string(JITPIPE_TESTDATA) + "/" + relative;
+}
+
+std::string ReadTestdata(const std::string& relative) {
+  std::ifstream in(TestdataPath(relative), std::ios::binary);
+  EXPECT_TRUE(in.good()) << "cannot read testdata " << relative;
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+nlohmann::json ReadTestdataJson(const std::string& relative) {
+  return nlohmann::json::parse(ReadTestdata(relative));
+}
+
+std::vector<std::string> ListTestdata(const std::string& dir, const std::string& suffix) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(TestdataPath(dir))) {
+    std::string name = entry.path().filename().string();
+    if (name.size() >= suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      names.push_back(name);
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string MakeTempDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::filesystem::path root = base != nullptr ? base : std::filesystem::temp_directory_path();
+  std::string pattern = (root / ("jitpipe_" + name + "_XXXXXX")).string();
+  char* made = mkdtemp(pattern.data());
+  EXPECT_NE(made, nullptr) << "mkdtemp " << pattern;
+  return pattern;
+}
+
+void WriteTextFile(const std::string& path, const std::string& contents) {
+  std::ofstream out(path, std::ios::binary);
+  out << contents;
+  EXPECT_TRUE(out.good()) << "cannot write " << path;
+}
+
+namespace {
+
+// Reads both pipes until the child closes them or the deadline passes.
+bool Drain(int out_fd, int err_fd, std::string& out, std::string& err,
+           std::chrono::steady_clock::time_point deadline) {
+  pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
+  int open = 2;
+  char buf[65536];
+  while (open > 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    if (poll(fds, 2, static_cast<int>(left.count())) <= 0) continue;
+    for (int k = 0; k < 2; ++k) {
+      if (fds[k].fd < 0 || (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      ssize_t n = read(fds[k].fd, buf, sizeof buf);
+      if (n <= 0) {
+        fds[k].fd = -1;
+        --open;
+      } else {
+        (k == 0 ? out : err).append(buf, static_cast<size_t>(n));
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+CliResult RunCli(const std::vector<std::string>& args, int timeout_seconds) {
+  CliResult result;
+  int out_pipe[2], err_pipe[2];
+  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) {
+    ADD_FAILURE() << "pipe failed";
+    return result;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    std::vector<char*> argv;
+    std::string binary = JITPIPE_CLI;
+    argv.push_back(binary.data());
+    std::vector<std::string> copy = args;
+    for (std::string& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
+  bool finished = Drain(out_pipe[0], err_pipe[0], result.out, result.err, deadline);
+  close(out_pipe[0]);
+  close(err_pipe[0]);
+  if (!finished) kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!finished) {
+    result.exit_code = -2;
+  } else if (WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    result.exit_code = 128 + WTERMSIG(status);
+  }
+  return result;
+}
+
+}  // namespace jitpipe::testing

@@ -1,0 +1,14 @@
+#include "tools/commands.h"
+
+namespace jitpipe::cli {
+
+const std::vector<Command>& AllCommands() {
+  static const std::vector<Command>* commands = new std::vector<Command>{
+      ShowCommand(),
+      ConvertCommand(),
+      ValidateCommand(),
+  };
+  return *commands;
+}
+
+}  // namespace jitpipe::cli

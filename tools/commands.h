@@ -1,0 +1,15 @@
+// One function per subcommand, each defined in its cmd_<name>.cc.
+#ifndef JITPIPE_TOOLS_COMMANDS_H_
+#define JITPIPE_TOOLS_COMMANDS_H_
+
+#include "tools/cli.h"
+
+namespace jitpipe::cli {
+
+Command ShowCommand();
+Command ConvertCommand();
+Command ValidateCommand();
+
+}  // namespace jitpipe::cli
+
+#endif  // JITPIPE_TOOLS_COMMANDS_H_

@@ -1,0 +1,19 @@
+#include "tools/common_flags.h"
+
+#include "absl/flags/flag.h"
+#include "scheduler/ir/schedule_io.h"
+
+ABSL_FLAG(std::string, output, "", "write the result to this file (.json or .csv)");
+ABSL_FLAG(bool, json, false, "print the result as JSON");
+ABSL_FLAG(bool, legacy_names, false,
+          "read CSV files with the old zero-bubble names (B = input backward, W = weight)");
+
+namespace jitpipe::cli {
+
+absl::StatusOr<Schedule> LoadInputSchedule(const std::string& path) {
+  CsvReadOptions options;
+  options.legacy_backward_names = absl::GetFlag(FLAGS_legacy_names);
+  return LoadSchedule(path, options);
+}
+
+}  // namespace jitpipe::cli

@@ -1,0 +1,22 @@
+// Flags shared by several subcommands (each command lists the ones it takes).
+#ifndef JITPIPE_TOOLS_COMMON_FLAGS_H_
+#define JITPIPE_TOOLS_COMMON_FLAGS_H_
+
+#include <string>
+
+#include "absl/flags/declare.h"
+#include "absl/status/statusor.h"
+#include "scheduler/ir/schedule.h"
+
+ABSL_DECLARE_FLAG(std::string, output);
+ABSL_DECLARE_FLAG(bool, json);
+ABSL_DECLARE_FLAG(bool, legacy_names);
+
+namespace jitpipe::cli {
+
+// Loads the schedule at `path` (JSON or CSV), honouring --legacy_names.
+absl::StatusOr<Schedule> LoadInputSchedule(const std::string& path);
+
+}  // namespace jitpipe::cli
+
+#endif  // JITPIPE_TOOLS_COMMON_FLAGS_H_

@@ -1,0 +1,33 @@
+// jitpipe: generate, check, lower, plan, simulate and replay pipeline schedules.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tools/cli.h"
+
+int main(int argc, char** argv) {
+  using jitpipe::cli::AllCommands;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fputs(jitpipe::cli::ProgramHelp().c_str(), args.empty() ? stderr : stdout);
+    return args.empty() ? jitpipe::cli::kExitUsage : jitpipe::cli::kExitOk;
+  }
+  for (const jitpipe::cli::Command& command : AllCommands()) {
+    if (command.name != args[0]) continue;
+    std::vector<std::string> rest(args.begin() + 1, args.end());
+    for (const std::string& a : rest) {
+      if (a == "--help" || a == "-h") {
+        std::fputs(jitpipe::cli::CommandHelp(command).c_str(), stdout);
+        return jitpipe::cli::kExitOk;
+      }
+      if (a == "--") break;
+    }
+    jitpipe::cli::Invocation invocation;
+    absl::Status parsed = jitpipe::cli::ParseInvocation(command, rest, invocation);
+    if (!parsed.ok()) return jitpipe::cli::UsageError(command, parsed.message());
+    return command.run(command, invocation);
+  }
+  std::fprintf(stderr, "jitpipe: unknown command \"%s\"\n\n%s", args[0].c_str(),
+               jitpipe::cli::ProgramHelp().c_str());
+  return jitpipe::cli::kExitUsage;
+}
