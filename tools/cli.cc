@@ -44,6 +44,8 @@ absl::Status ParseInvocation(const Command& command, const std::vector<std::stri
       value = body.substr(eq + 1);
       has_value = true;
     }
+    // The CLI spells flags with dashes (--stages-per-rank); absl names use "_".
+    std::replace(name.begin(), name.end(), '-', '_');
     bool negated = false;
     absl::CommandLineFlag* flag = Accepts(command, name) ? absl::FindCommandLineFlag(name) : nullptr;
     if (flag == nullptr && absl::StartsWith(name, "no") && Accepts(command, name.substr(2))) {
@@ -94,6 +96,7 @@ std::string CommandHelp(const Command& command) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr) continue;
     std::string label = name == "output" ? "-o, --output" : absl::StrCat("--", name);
+    std::replace(label.begin(), label.end(), '_', '-');
     std::string def = flag->DefaultValue();
     absl::StrAppendFormat(&out, "  %-22s %s%s\n", label, flag->Help(),
                           def.empty() || def == "false" ? "" : absl::StrCat(" (default: ", def, ")"));

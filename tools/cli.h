@@ -5,7 +5,8 @@
 // absl's flag registry but with our own rules, so that a usage error exits
 // with 2 (absl's parser exits with 1) and each subcommand accepts only its
 // own flags:
-//   --name=value, --name value, --bool, --nobool, -o FILE (= --output),
+//   --name=value, --name value, --bool, --nobool, -o FILE (= --output);
+//   dashes in names are underscores in absl (--stages-per-rank);
 //   "--" ends the flags; anything else is positional.
 //
 // Exit status (DESIGN.md): 0 success, 1 invalid input or a failed check, 2
