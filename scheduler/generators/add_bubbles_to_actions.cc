@@ -1,0 +1,94 @@
+#include "scheduler/generators/add_bubbles_to_actions.h"
+
+#include <cstddef>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace jitpipe {
+namespace {
+
+// Which forwards and full backwards have run, by stage * microbatches + mb.
+class SeenSet {
+ public:
+  SeenSet(int num_stages, int microbatches)
+      : num_stages_(num_stages),
+        microbatches_(microbatches),
+        forward_(static_cast<size_t>(num_stages) * microbatches, false),
+        backward_(forward_.size(), false) {}
+
+  // Whether `action` must wait: its dependency has not been marked yet.
+  bool MustWait(const Action& action) const {
+    const int s = action.stage;
+    const size_t mb = static_cast<size_t>(action.microbatch);
+    if (action.kind == ActionKind::kForward) return s != 0 && !forward_[Index(s - 1) + mb];
+    if (action.kind != ActionKind::kBackward) return false;
+    if (s == num_stages_ - 1) return !forward_[Index(s) + mb];
+    return !backward_[Index(s + 1) + mb];
+  }
+
+  // Records a forward or full backward; other kinds are never waited for.
+  void Mark(const Action& action) {
+    const size_t at = Index(action.stage) + static_cast<size_t>(action.microbatch);
+    if (action.kind == ActionKind::kForward) forward_[at] = true;
+    if (action.kind == ActionKind::kBackward) backward_[at] = true;
+  }
+
+ private:
+  size_t Index(int stage) const { return static_cast<size_t>(stage) * microbatches_; }
+
+  int num_stages_;
+  int microbatches_;
+  std::vector<bool> forward_;
+  std::vector<bool> backward_;
+};
+
+absl::Status StuckError(absl::Span<const RankProgram> programs,
+                        const std::vector<size_t>& next) {
+  std::vector<std::string> stuck;
+  for (size_t r = 0; r < programs.size(); ++r) {
+    if (next[r] < programs[r].size()) {
+      stuck.push_back(absl::StrCat("rank ", r, ", index ", next[r], " (",
+                                   programs[r][next[r]].ToString(), ")"));
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "no rank can make progress; waiting: ", absl::StrJoin(stuck, "; ")));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<RankProgram>> AddBubblesToActions(
+    absl::Span<const RankProgram> programs, int num_stages, int microbatches) {
+  const size_t num_ranks = programs.size();
+  std::vector<RankProgram> out(num_ranks);
+  for (size_t r = 0; r < num_ranks; ++r) out[r].reserve(programs[r].size());
+  std::vector<size_t> next(num_ranks, 0);
+  SeenSet seen(num_stages, microbatches);
+  std::vector<const Action*> ran_this_step;
+  // One iteration per global step; within it, one action slot per rank.
+  while (true) {
+    bool any_left = false;
+    bool progress = false;
+    ran_this_step.clear();
+    for (size_t r = 0; r < num_ranks; ++r) {
+      if (next[r] >= programs[r].size()) continue;
+      any_left = true;
+      const Action& action = programs[r][next[r]];
+      if (!action.is_bubble() && seen.MustWait(action)) {
+        out[r].push_back(Action::Bubble());
+        continue;
+      }
+      out[r].push_back(action);
+      ran_this_step.push_back(&action);
+      ++next[r];
+      progress = true;
+    }
+    if (!any_left) return out;
+    if (!progress) return StuckError(programs, next);
+    for (const Action* action : ran_this_step) seen.Mark(*action);
+  }
+}
+
+}  // namespace jitpipe
