@@ -1,0 +1,266 @@
+#include "scheduler/passes/comm_matching.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "scheduler/passes/grid_report.h"
+
+namespace jitpipe {
+namespace {
+
+// The text of the part of `top` that is `kind` (or, for kBackward, I or B)
+// of (stage, microbatch); `top` itself when it is not a compound.
+std::string PartText(const Action& top, int stage, int microbatch, ActionKind kind) {
+  std::string text = top.ToString();
+  ForEachComputePart(top, [&](const Action& part) {
+    const bool backward = kind == ActionKind::kBackward &&
+                          (part.kind == ActionKind::kBackwardInput || part.kind == kind);
+    if (part.stage == stage && part.microbatch == microbatch && (part.kind == kind || backward)) {
+      text = part.ToString();
+    }
+  });
+  return text;
+}
+
+// Runs the checks of comm_matching.h over one lowered schedule. Pass 1
+// records where everything is; pass 2 checks each action in (rank, index)
+// order; pass 3 checks the per-pair order.
+class Matcher {
+ public:
+  Matcher(const Schedule& s, int grid_rows)
+      : s_(s), grid_rows_(grid_rows), mbs_(s.microbatches_per_chain()) {
+    const size_t n = static_cast<size_t>(s.num_stages()) * mbs_;
+    pos_.microbatches = mbs_;
+    for (auto* table : {&pos_.send_f, &pos_.recv_f, &pos_.send_b, &pos_.recv_b, &forward_at_,
+                        &backward_at_}) {
+      table->assign(n, kAbsent);
+    }
+  }
+
+  absl::StatusOr<CommPositions> Run() {
+    Record();
+    for (int r = 0; r < s_.pp; ++r) {
+      const RankProgram& program = s_.ranks[r];
+      for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
+        RETURN_IF_ERROR(Check(r, i, program[i]));
+      }
+    }
+    RETURN_IF_ERROR(CheckPairOrder());
+    return std::move(pos_);
+  }
+
+ private:
+  size_t Key(int stage, int mb) const { return static_cast<size_t>(stage) * mbs_ + mb; }
+
+  std::vector<int32_t>& TableOf(ActionKind kind) {
+    switch (kind) {
+      case ActionKind::kSendF:
+        return pos_.send_f;
+      case ActionKind::kRecvF:
+        return pos_.recv_f;
+      case ActionKind::kSendB:
+        return pos_.send_b;
+      default:
+        return pos_.recv_b;
+    }
+  }
+
+  // The first index of each transfer end and of each compute phase.
+  void Record() {
+    for (int r = 0; r < s_.pp; ++r) {
+      const RankProgram& program = s_.ranks[r];
+      for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
+        const Action& a = program[i];
+        if (IsSendRecv(a.kind)) {
+          int32_t& slot = TableOf(a.kind)[Key(a.stage, a.microbatch)];
+          if (slot == kAbsent) slot = i;
+          continue;
+        }
+        ForEachComputePart(a, [&](const Action& part) {
+          if (part.kind == ActionKind::kForward) forward_at_[Key(part.stage, part.microbatch)] = i;
+          if (part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardInput) {
+            backward_at_[Key(part.stage, part.microbatch)] = i;
+          }
+        });
+      }
+    }
+  }
+
+  absl::Status Error(int rank, int32_t index, absl::string_view what) const {
+    absl::Status status = absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank, ", index ", index, " (", s_.ranks[rank][index].ToString(), "): ", what));
+    if (grid_rows_ <= 0) return status;
+    return WithGrid(std::move(status), FormatGridExcerpt(s_.ranks, index, grid_rows_));
+  }
+
+  absl::Status Check(int r, int32_t i, const Action& a) {
+    if (IsSendRecv(a.kind)) return CheckTransferEnd(r, i, a);
+    absl::Status status;
+    ForEachComputePart(a, [&](const Action& part) {
+      if (status.ok()) status = CheckInput(r, i, part);
+    });
+    return status;
+  }
+
+  // A SEND or RECV: a neighbour that exists on another rank, one of each,
+  // a SEND after its producer, and a partner on the peer.
+  absl::Status CheckTransferEnd(int r, int32_t i, const Action& a) {
+    const bool forward = a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF;
+    const bool send = IsSend(a.kind);
+    const int s = a.stage, mb = a.microbatch;
+    // A forward transfer goes from stage s to s+1, a backward one from s to
+    // s-1: the peer of a SEND_F or a RECV_B is the next stage.
+    const bool peer_is_next = forward == send;
+    if (peer_is_next ? s_.IsLastStage(s) : s_.IsFirstStage(s)) {
+      return Error(r, i, absl::StrCat("stage ", s, " is the ", peer_is_next ? "last" : "first",
+                                      " stage of its chain; it has no ",
+                                      peer_is_next ? "next" : "previous", " stage to ",
+                                      send ? "send to" : "receive from"));
+    }
+    const int peer_stage = peer_is_next ? s + 1 : s - 1;
+    const int peer = s_.RankOf(peer_stage);
+    if (peer == r) {
+      return Error(r, i, absl::StrCat("stages ", std::min(s, peer_stage), " and ",
+                                      std::max(s, peer_stage), " are both on rank ", r,
+                                      "; the V turn hands over locally, without SEND/RECV"));
+    }
+    const int32_t first = TableOf(a.kind)[Key(s, mb)];
+    if (first != i) {
+      return Error(r, i, absl::StrCat("a second ", a.ToString(), "; the first is at index ", first));
+    }
+    if (send) {
+      const ActionKind producer = forward ? ActionKind::kForward : ActionKind::kBackward;
+      const int32_t at = (forward ? forward_at_ : backward_at_)[Key(s, mb)];
+      if (at > i) {
+        return Error(r, i, absl::StrCat("its data is produced later, at index ", at, " (",
+                                        PartText(s_.ranks[r][at], s, mb, producer), ")"));
+      }
+    }
+    const ActionKind partner_kind =
+        send ? (forward ? ActionKind::kRecvF : ActionKind::kRecvB)
+             : (forward ? ActionKind::kSendF : ActionKind::kSendB);
+    if (TableOf(partner_kind)[Key(peer_stage, mb)] == kAbsent) {
+      return Error(r, i, absl::StrCat("no matching ",
+                                      Action::Make(partner_kind, peer_stage, mb).ToString(),
+                                      " on rank ", peer));
+    }
+    return absl::OkStatus();
+  }
+
+  // A compute part's input from the neighbouring stage: through a RECV
+  // earlier in this program when that stage is remote, else the
+  // neighbour's own compute earlier on this rank.
+  absl::Status CheckInput(int r, int32_t i, const Action& part) {
+    const int s = part.stage, mb = part.microbatch;
+    const bool forward = part.kind == ActionKind::kForward;
+    if (!forward && part.kind != ActionKind::kBackward &&
+        part.kind != ActionKind::kBackwardInput) {
+      return absl::OkStatus();  // W reads only what its own I left behind
+    }
+    if (forward ? s_.IsFirstStage(s) : s_.IsLastStage(s)) return absl::OkStatus();
+    const int from_stage = forward ? s - 1 : s + 1;
+    const int from_rank = s_.RankOf(from_stage);
+    if (from_rank != r) {
+      const ActionKind recv = forward ? ActionKind::kRecvF : ActionKind::kRecvB;
+      const int32_t at = TableOf(recv)[Key(s, mb)];
+      if (at != kAbsent && at < i) return absl::OkStatus();
+      std::string what = absl::StrCat("needs ", Action::Make(recv, s, mb).ToString(),
+                                      " earlier in this rank's program");
+      if (at == kAbsent) {
+        absl::StrAppend(&what, " (stage ", from_stage, " is on rank ", from_rank, ")");
+      } else {
+        absl::StrAppend(&what, "; it is at index ", at);
+      }
+      return Error(r, i, what);
+    }
+    const int32_t at = (forward ? forward_at_ : backward_at_)[Key(from_stage, mb)];
+    if (at < i) return absl::OkStatus();
+    const ActionKind kind = forward ? ActionKind::kForward : ActionKind::kBackward;
+    return Error(r, i, absl::StrCat("needs ", PartText(s_.ranks[r][at], from_stage, mb, kind),
+                                    " earlier on this rank (stages ", std::min(s, from_stage),
+                                    " and ", std::max(s, from_stage), " are both on rank ", r,
+                                    "); it is at index ", at));
+  }
+
+  // MPI and NCCL match the transfers between two ranks in posting order, so
+  // the k-th SEND from src to dst must be the k-th RECV on dst from src.
+  // Index spaces: ordered rank pairs (src * pp + dst) for the counters,
+  // (stage, microbatch) of the sender for each SEND's ordinal.
+  absl::Status CheckPairOrder() {
+    const size_t pairs = static_cast<size_t>(s_.pp) * s_.pp;
+    std::vector<int32_t> sent(pairs, 0), received(pairs, 0);
+    std::vector<int32_t> send_f_ordinal(forward_at_.size()), send_b_ordinal(forward_at_.size());
+    for (int src = 0; src < s_.pp; ++src) {
+      for (const Action& a : s_.ranks[src]) {
+        if (!IsSend(a.kind)) continue;
+        const bool forward = a.kind == ActionKind::kSendF;
+        const int dst = s_.RankOf(forward ? a.stage + 1 : a.stage - 1);
+        (forward ? send_f_ordinal : send_b_ordinal)[Key(a.stage, a.microbatch)] =
+            sent[static_cast<size_t>(src) * s_.pp + dst]++;
+      }
+    }
+    for (int dst = 0; dst < s_.pp; ++dst) {
+      const RankProgram& program = s_.ranks[dst];
+      for (int32_t j = 0; j < static_cast<int32_t>(program.size()); ++j) {
+        const Action& a = program[j];
+        if (!IsRecv(a.kind)) continue;
+        const bool forward = a.kind == ActionKind::kRecvF;
+        const int sender_stage = forward ? a.stage - 1 : a.stage + 1;
+        const int src = s_.RankOf(sender_stage);
+        const int32_t k = received[static_cast<size_t>(src) * s_.pp + dst]++;
+        if ((forward ? send_f_ordinal : send_b_ordinal)[Key(sender_stage, a.microbatch)] != k) {
+          return OrderError(dst, j, src, k);
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // The k-th RECV on dst from src (at index j) is not the partner of the
+  // k-th SEND from src to dst; all earlier ones matched.
+  absl::Status OrderError(int dst, int32_t j, int src, int32_t k) const {
+    int32_t expected_send = kAbsent;
+    for (int32_t i = 0, seen = 0; expected_send == kAbsent; ++i) {
+      const Action& a = s_.ranks[src][i];
+      if (IsSend(a.kind) &&
+          s_.RankOf(a.kind == ActionKind::kSendF ? a.stage + 1 : a.stage - 1) == dst &&
+          seen++ == k) {
+        expected_send = i;
+      }
+    }
+    const Action& recv = s_.ranks[dst][j];
+    const Action& send = s_.ranks[src][expected_send];
+    const Endpoint actual_send = Partner(s_, pos_, recv);
+    const Endpoint expected_recv = Partner(s_, pos_, send);
+    return Error(dst, j,
+                 absl::StrCat("out of order with rank ", src, ": rank ", src, " sends ",
+                              send.ToString(), " (index ", expected_send, ") before ",
+                              s_.ranks[src][actual_send.index].ToString(), " (index ",
+                              actual_send.index, "), but this rank receives ", recv.ToString(),
+                              " before ", s_.ranks[dst][expected_recv.index].ToString(),
+                              " (index ", expected_recv.index,
+                              "); sends and receives between two ranks match in posting order"));
+  }
+
+  const Schedule& s_;
+  const int grid_rows_;
+  const int mbs_;
+  CommPositions pos_;
+  // Index of each (stage, microbatch)'s F and of its I or B in the stage's
+  // rank's program.
+  std::vector<int32_t> forward_at_, backward_at_;
+};
+
+}  // namespace
+
+absl::StatusOr<CommPositions> MatchSendRecv(const Schedule& schedule, int grid_rows) {
+  if (!schedule.lowered) {
+    return absl::FailedPreconditionError(
+        "send/receive matching needs a lowered schedule; this one is compute-only");
+  }
+  return Matcher(schedule, grid_rows).Run();
+}
+
+}  // namespace jitpipe

@@ -1,0 +1,109 @@
+// Send/receive matching of a lowered program: which SEND each RECV pairs
+// with, checked to be a one-to-one matching that a real transport can run.
+//
+// A transfer is named by the stage and microbatch of its sender:
+//
+//   sSEND_Fm on rank(s), after sFm        ->  (s+1)RECV_Fm on rank(s+1)
+//   sSEND_Bm on rank(s), after sIm / sBm  ->  (s-1)RECV_Bm on rank(s-1)
+//
+// e.g. with pp = 2, loop placement: 1SEND_F3 on rank 1 is received by
+// 2RECV_F3 on rank 0, which 2F3 then consumes.
+//
+// MatchSendRecv checks, for every action of every rank:
+//   - no SEND/RECV between two stages on the same rank (the V turn hands
+//     over locally) and none past a chain's end (nothing forward from a
+//     chain's last stage, nothing backward from its first);
+//   - each transfer end appears once; a SEND comes after the compute that
+//     produces its data;
+//   - every SEND has its RECV on the peer and every RECV its SEND;
+//   - every compute that needs data from another rank (F of a non-first
+//     stage whose previous stage is remote, I/B of a non-last stage whose
+//     next stage is remote) has that RECV earlier in its rank's program, and
+//     one that needs data from a co-located stage (the V turn) has that
+//     stage's F (or I/B) earlier;
+// and then, over the whole program, that per ordered pair of ranks the
+// sends and the receives come in the same order (the non-overtaking order in
+// which MPI and NCCL match them).
+//
+// The first violation, in (rank, index) order, is returned as
+// InvalidArgument naming the rank, the index and the action, e.g.
+//   rank 1, index 4 (1SEND_F2): no matching 2RECV_F2 on rank 2
+// with the program's step x rank grid around that index attached
+// (grid_report.h).
+#ifndef JITPIPE_SCHEDULER_PASSES_COMM_MATCHING_H_
+#define JITPIPE_SCHEDULER_PASSES_COMM_MATCHING_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "scheduler/ir/schedule.h"
+
+namespace jitpipe {
+
+inline constexpr int32_t kAbsent = -1;
+
+// Where each transfer end sits: the index of the action in its rank's
+// program (the rank is that of the action's stage), or kAbsent. Tables are
+// indexed by the action's own stage and microbatch: stage * microbatches + mb.
+// A plain value; cheap to query from hot loops.
+struct CommPositions {
+  int microbatches = 0;  // per chain: the stride of the tables
+  std::vector<int32_t> send_f, recv_f, send_b, recv_b;
+
+  int32_t At(const std::vector<int32_t>& table, int stage, int microbatch) const {
+    return table[static_cast<size_t>(stage) * microbatches + microbatch];
+  }
+};
+
+// One end of a transfer: a rank and an index in its program.
+struct Endpoint {
+  int rank = 0;
+  int32_t index = kAbsent;
+};
+
+// Matches a lowered schedule's sends and receives (see the file comment).
+// REQUIRES: ValidateStructure(schedule) is ok. Errors: FailedPrecondition if
+// the schedule is not lowered; InvalidArgument for the first violation, with
+// a grid of at most `grid_rows` step rows attached (0: none).
+absl::StatusOr<CommPositions> MatchSendRecv(const Schedule& schedule, int grid_rows = 0);
+
+// The other end of a SEND or RECV. REQUIRES: `comm` is a SEND/RECV of
+// `schedule` and `positions` is MatchSendRecv(schedule).
+inline Endpoint Partner(const Schedule& schedule, const CommPositions& positions,
+                        const Action& comm) {
+  const int mb = comm.microbatch;
+  switch (comm.kind) {
+    case ActionKind::kSendF:
+      return {schedule.RankOf(comm.stage + 1), positions.At(positions.recv_f, comm.stage + 1, mb)};
+    case ActionKind::kSendB:
+      return {schedule.RankOf(comm.stage - 1), positions.At(positions.recv_b, comm.stage - 1, mb)};
+    case ActionKind::kRecvF:
+      return {schedule.RankOf(comm.stage - 1), positions.At(positions.send_f, comm.stage - 1, mb)};
+    default:  // kRecvB
+      return {schedule.RankOf(comm.stage + 1), positions.At(positions.send_b, comm.stage + 1, mb)};
+  }
+}
+
+// For a compute part (F, B, I, W): the SEND on another rank whose data it
+// consumes through a RECV earlier in its own program; nullopt when it needs
+// none (W, a chain's end, a co-located neighbour). REQUIRES: as Partner.
+inline std::optional<Endpoint> AwaitedSend(const Schedule& schedule,
+                                           const CommPositions& positions, const Action& part) {
+  const int s = part.stage;
+  const int rank = schedule.RankOf(s);
+  if (part.kind == ActionKind::kForward) {
+    if (schedule.IsFirstStage(s) || schedule.RankOf(s - 1) == rank) return std::nullopt;
+    return Endpoint{schedule.RankOf(s - 1), positions.At(positions.send_f, s - 1, part.microbatch)};
+  }
+  if (part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardInput) {
+    if (schedule.IsLastStage(s) || schedule.RankOf(s + 1) == rank) return std::nullopt;
+    return Endpoint{schedule.RankOf(s + 1), positions.At(positions.send_b, s + 1, part.microbatch)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace jitpipe
+
+#endif  // JITPIPE_SCHEDULER_PASSES_COMM_MATCHING_H_

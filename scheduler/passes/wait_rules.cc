@@ -1,0 +1,21 @@
+#include "scheduler/passes/wait_rules.h"
+
+namespace jitpipe {
+
+WaitModel ToWaitModel(CommSemantics semantics) {
+  return semantics == CommSemantics::kStrict ? WaitModel::kStrict : WaitModel::kRelaxed;
+}
+
+absl::string_view WaitModelName(WaitModel model) {
+  switch (model) {
+    case WaitModel::kRelaxed:
+      return "relaxed semantics";
+    case WaitModel::kStrict:
+      return "strict rendezvous semantics";
+    case WaitModel::kBlockingRecv:
+      return "blocking-receive semantics";
+  }
+  return "?";
+}
+
+}  // namespace jitpipe
