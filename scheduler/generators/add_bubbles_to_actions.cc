@@ -2,9 +2,11 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 
 namespace jitpipe {
 namespace {
@@ -44,7 +46,7 @@ class SeenSet {
   std::vector<bool> backward_;
 };
 
-absl::Status StuckError(absl::Span<const RankProgram> programs,
+absl::Status StuckError(const std::vector<RankProgram>& programs,
                         const std::vector<size_t>& next) {
   std::vector<std::string> stuck;
   for (size_t r = 0; r < programs.size(); ++r) {
@@ -57,13 +59,12 @@ absl::Status StuckError(absl::Span<const RankProgram> programs,
       "no rank can make progress; waiting: ", absl::StrJoin(stuck, "; ")));
 }
 
-}  // namespace
-
-absl::StatusOr<std::vector<RankProgram>> AddBubblesToActions(
-    absl::Span<const RankProgram> programs, int num_stages, int microbatches) {
+// The lock-step replay. Returns, per rank, the input indices in front of
+// which a bubble goes (an index repeats once per bubble), ascending.
+absl::StatusOr<std::vector<std::vector<size_t>>> BubblePositions(
+    const std::vector<RankProgram>& programs, int num_stages, int microbatches) {
   const size_t num_ranks = programs.size();
-  std::vector<RankProgram> out(num_ranks);
-  for (size_t r = 0; r < num_ranks; ++r) out[r].reserve(programs[r].size());
+  std::vector<std::vector<size_t>> positions(num_ranks);
   std::vector<size_t> next(num_ranks, 0);
   SeenSet seen(num_stages, microbatches);
   std::vector<const Action*> ran_this_step;
@@ -77,18 +78,40 @@ absl::StatusOr<std::vector<RankProgram>> AddBubblesToActions(
       any_left = true;
       const Action& action = programs[r][next[r]];
       if (!action.is_bubble() && seen.MustWait(action)) {
-        out[r].push_back(Action::Bubble());
+        positions[r].push_back(next[r]);
         continue;
       }
-      out[r].push_back(action);
       ran_this_step.push_back(&action);
       ++next[r];
       progress = true;
     }
-    if (!any_left) return out;
+    if (!any_left) return positions;
     if (!progress) return StuckError(programs, next);
     for (const Action* action : ran_this_step) seen.Mark(*action);
   }
+}
+
+RankProgram InsertBubbles(RankProgram program, const std::vector<size_t>& positions) {
+  RankProgram out;
+  out.reserve(program.size() + positions.size());
+  size_t p = 0;
+  for (size_t i = 0; i < program.size(); ++i) {
+    for (; p < positions.size() && positions[p] == i; ++p) out.push_back(Action::Bubble());
+    out.push_back(std::move(program[i]));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<RankProgram>> AddBubblesToActions(std::vector<RankProgram> programs,
+                                                             int num_stages, int microbatches) {
+  ASSIGN_OR_RETURN(std::vector<std::vector<size_t>> positions,
+                   BubblePositions(programs, num_stages, microbatches));
+  for (size_t r = 0; r < programs.size(); ++r) {
+    if (!positions[r].empty()) programs[r] = InsertBubbles(std::move(programs[r]), positions[r]);
+  }
+  return programs;
 }
 
 }  // namespace jitpipe

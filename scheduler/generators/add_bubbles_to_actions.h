@@ -25,18 +25,19 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/types/span.h"
 #include "scheduler/ir/schedule.h"
 
 namespace jitpipe {
 
-// Returns the programs with bubbles inserted. Errors: InvalidArgument when a
-// step lets no rank advance (an F or B whose dependency never runs), naming
-// each stuck rank's index and action.
+// Returns the programs with bubbles inserted; a program that needs none is
+// returned as it came, without copying (the common case: PyTorch's orders only
+// need bubbles when m is small). Errors: InvalidArgument when a step lets no
+// rank advance (an F or B whose dependency never runs), naming each stuck
+// rank's index and action.
 // REQUIRES: every F and B names a stage in [0, num_stages) and a microbatch in
 // [0, microbatches).
-absl::StatusOr<std::vector<RankProgram>> AddBubblesToActions(
-    absl::Span<const RankProgram> programs, int num_stages, int microbatches);
+absl::StatusOr<std::vector<RankProgram>> AddBubblesToActions(std::vector<RankProgram> programs,
+                                                             int num_stages, int microbatches);
 
 }  // namespace jitpipe
 

@@ -11,8 +11,8 @@
 //   for j in [0, m*v - w):    F(w + j)  B(j)                        (steady)
 //   for j in [m*v - w, m*v):  .  B(j)                                (cooldown)
 //
-// The bubbles line ranks up in lock step: the first backward of every rank
-// lands on step v*p + 2(p-1-r).
+// The bubbles line the ranks up in lock step: where the warmup leaves room for
+// the padding, rank r's first backward lands on step v*p + 2(p-1-r) + 1.
 #ifndef JITPIPE_SCHEDULER_GENERATORS_INTERLEAVED_1F1B_H_
 #define JITPIPE_SCHEDULER_GENERATORS_INTERLEAVED_1F1B_H_
 

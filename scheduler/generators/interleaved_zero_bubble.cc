@@ -1,6 +1,7 @@
 #include "scheduler/generators/interleaved_zero_bubble.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "base/status_macros.h"
 #include "scheduler/generators/add_bubbles_to_actions.h"
@@ -46,7 +47,7 @@ absl::StatusOr<Schedule> GenerateInterleavedZeroBubble(int pp, int microbatches,
   Schedule schedule =
       NewComputeSchedule(kName, Placement::kLoop, pp, stages_per_rank, microbatches);
   ASSIGN_OR_RETURN(schedule.ranks,
-                   AddBubblesToActions(before, pp * stages_per_rank, microbatches));
+                   AddBubblesToActions(std::move(before), pp * stages_per_rank, microbatches));
   return schedule;
 }
 

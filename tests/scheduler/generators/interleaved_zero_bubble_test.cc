@@ -1,0 +1,48 @@
+#include "scheduler/generators/interleaved_zero_bubble.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/testing/conformance.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/unit_cost_replay.h"
+
+namespace jitpipe {
+namespace {
+
+using ::jitpipe::testing::Message;
+using ::jitpipe::testing::ProgramText;
+using ::jitpipe::testing::ReplayUnitCosts;
+using ::jitpipe::testing::UnitCostResult;
+using Text = std::vector<std::vector<std::string>>;
+
+// p = 2, v = 2, m = 1. Rank 1's W lags its I by one backward. The lock-step
+// pass delays 2F0 (waits for 1F0) and 3F0 (waits for 2F0) by one step each.
+TEST(InterleavedZeroBubbleTest, SplitsBackwardsAndAddsDependencyBubbles) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, GenerateInterleavedZeroBubble(2, 1, 2));
+  EXPECT_EQ(ProgramText(s.ranks),
+            (Text{{"0F0", "", "2F0", "", "2I0", "2W0", "0I0", "0W0"},
+                  {"", "1F0", "", "3F0", "3I0", "1I0", "3W0", "1W0"}}));
+  EXPECT_EQ(s.name, "interleaved-zb");
+  EXPECT_EQ(s.placement, Placement::kLoop);
+}
+
+// With enough microbatches the Ws fill the cooldown: every rank is busy
+// 3*m*v units and the makespan stays close to that.
+TEST(InterleavedZeroBubbleTest, WeightGradientsFillTheCooldown) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, GenerateInterleavedZeroBubble(4, 8, 2));
+  ASSERT_OK_AND_ASSIGN(UnitCostResult r, ReplayUnitCosts(s));
+  EXPECT_EQ(r.busy, (std::vector<double>{48, 48, 48, 48}));
+  EXPECT_LT(r.makespan, 57);  // interleaved 1F1B's makespan for the same sizes
+}
+
+TEST(InterleavedZeroBubbleTest, RefusesMicrobatchesThatDoNotFillTheRounds) {
+  absl::StatusOr<Schedule> s = GenerateInterleavedZeroBubble(2, 5, 4);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Message(s),
+            "interleaved-zb: 5 microbatches is not a multiple of max(1, 5 // 2) = 2; use 4 or 6");
+}
+
+}  // namespace
+}  // namespace jitpipe
