@@ -1,0 +1,121 @@
+// The transport: how pipeline ranks move bytes, as one small interface that
+// every backend implements (in-process threads, MPI processes, NCCL GPUs),
+// shaped like gloo's transport and NCCL's API.
+//
+// A Transport belongs to one rank of a world of size() ranks. It posts
+// point-to-point sends and receives and data-parallel collectives; each post
+// returns a RequestId that Test() polls and Wait() blocks on, with an explicit
+// timeout. Operations posted between GroupStart() and GroupEnd() are issued
+// together (NCCL's ncclGroupStart/ncclGroupEnd); backends without grouping
+// treat the scope as a no-op.
+//
+// Matching: a send to peer P with tag T matches the receive posted by P from
+// this rank with tag T; sends and receives of one (source, destination, tag)
+// match in posting order. Tags must be unique among the operations in flight
+// between two ranks (the runtime derives them from stage, microbatch and
+// kind).
+//
+// Completion: a send is complete when its bytes may be reused by the caller
+// (MPI's rule); a receive is complete when the bytes have arrived. A backend
+// may complete a send before the peer has posted its receive by copying the
+// bytes (an eager protocol, as MPI does for small messages); it reports such
+// bytes in InFlightBytes().
+//
+// Errors: Wait() returns DeadlineExceeded when the timeout passes, naming the
+// operation (OpInfo); Aborted once any rank of the world has called Abort()
+// (a failed peer), naming that rank and its reason; InvalidArgument for a
+// receive buffer whose size differs from the matching send.
+//
+// Thread safety: a Transport may be used from several threads of its rank at
+// once (the compute thread and the reduction thread).
+#ifndef JITPIPE_COMM_TRANSPORT_H_
+#define JITPIPE_COMM_TRANSPORT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+
+namespace jitpipe {
+
+// What an operation is for, carried into the flight recorder and error
+// messages. Transports do not interpret it.
+struct OpInfo {
+  int stage = -1;
+  int microbatch = -1;
+  int program_index = -1;
+  std::string action;  // the action's text, e.g. "1SEND_F2"
+};
+
+using RequestId = uint64_t;
+
+enum class ReduceOp { kSum, kAverage };
+
+// A set of ranks taking part in a collective, in the same order on every
+// member (e.g. one pipeline stage's data-parallel replicas).
+struct Group {
+  std::vector<int> ranks;
+  int IndexOf(int rank) const;  // -1 when not a member
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Posts a send of `bytes` to `peer`. REQUIRES: `bytes` stays valid and
+  // unmodified until the request completes.
+  virtual absl::StatusOr<RequestId> PostSend(int peer, uint64_t tag,
+                                             absl::Span<const std::byte> bytes,
+                                             const OpInfo& info) = 0;
+
+  // Posts a receive from `peer` into `bytes`. REQUIRES: `bytes` stays valid
+  // and untouched by the caller until the request completes.
+  virtual absl::StatusOr<RequestId> PostRecv(int peer, uint64_t tag, absl::Span<std::byte> bytes,
+                                             const OpInfo& info) = 0;
+
+  // Sums (or averages) `data` element-wise over `group`, in place.
+  // REQUIRES: this rank is in the group; every member posts the same group
+  // with the same element count, collectives in the same order.
+  virtual absl::StatusOr<RequestId> PostAllReduce(const Group& group, absl::Span<float> data,
+                                                  ReduceOp op, const OpInfo& info) = 0;
+
+  // Reduces `input` over `group` and leaves this member's shard (element
+  // range [i * n, (i + 1) * n) for group index i, n = output.size()) in
+  // `output`. REQUIRES: input.size() == n * group size.
+  virtual absl::StatusOr<RequestId> PostReduceScatter(const Group& group,
+                                                      absl::Span<const float> input,
+                                                      absl::Span<float> output, ReduceOp op,
+                                                      const OpInfo& info) = 0;
+
+  // True once the request has completed; its error if it failed. A completed
+  // request is forgotten after the call that reports it.
+  virtual absl::StatusOr<bool> Test(RequestId request) = 0;
+
+  // Blocks until the request completes or `timeout` passes.
+  virtual absl::Status Wait(RequestId request, absl::Duration timeout) = 0;
+
+  virtual void GroupStart() {}
+  virtual absl::Status GroupEnd() { return absl::OkStatus(); }
+
+  // Marks this rank failed: every pending and future operation of every rank
+  // in the world fails with Aborted naming this rank and `reason`. Backends
+  // spanning processes propagate it as far as they can (MPI_Abort for MPI).
+  virtual void Abort(const std::string& reason) = 0;
+
+  // Bytes the transport currently holds on behalf of completed sends whose
+  // receives are not posted yet (eager protocol), and the most it held.
+  virtual int64_t InFlightBytes() const { return 0; }
+  virtual int64_t PeakInFlightBytes() const { return 0; }
+};
+
+}  // namespace jitpipe
+
+#endif  // JITPIPE_COMM_TRANSPORT_H_
