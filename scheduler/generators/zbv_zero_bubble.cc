@@ -1,6 +1,7 @@
 #include "scheduler/generators/zbv_zero_bubble.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "base/status_macros.h"
 #include "scheduler/generators/compute_schedule.h"
@@ -46,10 +47,8 @@ class RankEmitter {
   RankProgram program_;
 };
 
-RankProgram RankOps(int pp, int microbatches, int rank) {
-  const int n = std::max(2 * pp - 1, microbatches);
-  RankEmitter e(pp, rank);
-  e.Bubbles(rank);
+// Warmup: 2(p-r)-1 x F0;  r x [F1 F0];  p-r x [F1 I1 W1].
+void EmitWarmup(RankEmitter& e, int pp, int rank) {
   for (int i = 0; i < 2 * (pp - rank) - 1; ++i) e.F(0);
   for (int i = 0; i < rank; ++i) {
     e.F(1);
@@ -60,8 +59,10 @@ RankProgram RankOps(int pp, int microbatches, int rank) {
     e.I(1);
     e.W(1);
   }
-  // Steady phase. Up to here every I was followed by its W, so the cooldown's
-  // W counters start where the I counters are, as PyTorch's restart them.
+}
+
+// Steady: [F0 while F0 < n] I0 W0 F1 I1 W1 until chunk 1 has caught up.
+void EmitSteady(RankEmitter& e, int n) {
   while (e.forwards(1) < e.forwards(0) || e.forwards(0) < n) {
     if (e.forwards(0) < n) e.F(0);
     e.I(0);
@@ -70,6 +71,12 @@ RankProgram RankOps(int pp, int microbatches, int rank) {
     e.I(1);
     e.W(1);
   }
+}
+
+// Cooldown: r x [I0 I1];  p-r x [I0 W0];  then the Ws still due, chunk 1's
+// first. Each W takes its chunk's next W number; up to here every I had its
+// W, which is where PyTorch restarts its W counters.
+void EmitCooldown(RankEmitter& e, int pp, int rank) {
   for (int i = 0; i < rank; ++i) {
     e.I(0);
     e.I(1);
@@ -80,6 +87,14 @@ RankProgram RankOps(int pp, int microbatches, int rank) {
   }
   while (e.weights(1) < e.inputs(1)) e.W(1);
   while (e.weights(0) < e.inputs(0)) e.W(0);
+}
+
+RankProgram RankOps(int pp, int microbatches, int rank) {
+  RankEmitter e(pp, rank);
+  e.Bubbles(rank);
+  EmitWarmup(e, pp, rank);
+  EmitSteady(e, std::max(2 * pp - 1, microbatches));
+  EmitCooldown(e, pp, rank);
   return std::move(e).Take(microbatches);
 }
 

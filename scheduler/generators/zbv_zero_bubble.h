@@ -14,8 +14,8 @@
 //             r x [I0 I1];   p-r x [I0 W0];   the remaining W1s;   the remaining W0s
 //
 //   p = 2, m = 1 (n = 3):
-//     rank 0: 0F0 .   .   3F0 3I0 3W0 .   .   .   0I0 0W0 . (7 more)
-//     rank 1: .   1F0 2F0 .   .   2I0 2W0 .   1I0 1W0 .     (9 more)
+//     rank 0: 0F0 .   .   3F0 3I0 3W0 .   .   .   0I0 0W0, then 7 bubbles
+//     rank 1: .   1F0 2F0 .   .   2I0 2W0 .   1I0 1W0,     then 9 bubbles
 #ifndef JITPIPE_SCHEDULER_GENERATORS_ZBV_ZERO_BUBBLE_H_
 #define JITPIPE_SCHEDULER_GENERATORS_ZBV_ZERO_BUBBLE_H_
 

@@ -29,12 +29,15 @@ TEST(DualPipeVTest, OneRank) {
 }
 
 // DeepSeek's DualPipeV anchor, pp4 m8, costs an overlapped pair as F + B:
-// makespan 54, every rank busy 48.
-TEST(DualPipeVTest, MatchesDeepSeeksUnitCostMakespan) {
+// makespan 54, every rank busy 48 with spans 54..51, and a peak of 4.5
+// full-rank units (9 stage activations) per rank.
+TEST(DualPipeVTest, MatchesDeepSeeksUnitCostAnchor) {
   ASSERT_OK_AND_ASSIGN(Schedule s, GenerateDualPipeV(4, 8, 2));
   ASSERT_OK_AND_ASSIGN(UnitCostResult r, ReplayUnitCosts(s));
   EXPECT_EQ(r.makespan, 54);
   EXPECT_EQ(r.busy, (std::vector<double>{48, 48, 48, 48}));
+  EXPECT_EQ(r.span, (std::vector<double>{54, 53, 52, 51}));
+  EXPECT_EQ(r.peak_stage_units, (std::vector<int>{9, 9, 9, 9}));
 }
 
 struct RefusalCase {

@@ -78,12 +78,14 @@ INSTANTIATE_TEST_SUITE_P(
                       MegatronCase{"megatron_interleaved_pp4_mb8_v4.json", 4, 8, 4},
                       MegatronCase{"megatron_interleaved_pp4_mb10_g5.json", 4, 10, 2}));
 
-// Megatron's anchor for pp4 m8 v2 under unit costs: busy 48 + (p-1)(F+B) = 57.
-TEST(Interleaved1F1BTest, MatchesMegatronsUnitCostMakespan) {
+// Megatron's anchor for pp4 m8 v2 under unit costs: busy 48 + (p-1)(F+B) = 57;
+// peak activations 5.5, 4.5, 3.5, 2.5 full-rank units = 11, 9, 7, 5 stages.
+TEST(Interleaved1F1BTest, MatchesMegatronsUnitCostAnchor) {
   ASSERT_OK_AND_ASSIGN(Schedule s, GenerateInterleaved1F1B(4, 8, 2));
   ASSERT_OK_AND_ASSIGN(UnitCostResult r, ReplayUnitCosts(s));
   EXPECT_EQ(r.makespan, 57);
   EXPECT_EQ(r.busy, (std::vector<double>{48, 48, 48, 48}));
+  EXPECT_EQ(r.peak_stage_units, (std::vector<int>{11, 9, 7, 5}));
 }
 
 TEST(Interleaved1F1BTest, OneStagePerRankIsPlain1F1BWithBubbles) {
