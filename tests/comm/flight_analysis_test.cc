@@ -1,0 +1,105 @@
+#include "comm/flight_analysis.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/testdata.h"
+
+namespace jitpipe {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Builds records as a set of ranks would have written them.
+class Ranks {
+ public:
+  explicit Ranks(int n) {
+    for (int r = 0; r < n; ++r) recorders_.push_back(std::make_unique<FlightRecorder>(r, n));
+  }
+  void Send(int from, int to, uint64_t tag, int index, const std::string& action) {
+    uint64_t seq = recorders_[from]->RecordPost(FlightOpKind::kSend, to, {}, tag, 8,
+                                                {-1, -1, index, action});
+    recorders_[from]->RecordDone(seq, absl::OkStatus());
+  }
+  void Recv(int at, int from, uint64_t tag, int index, const std::string& action, bool done) {
+    uint64_t seq = recorders_[at]->RecordPost(FlightOpKind::kRecv, from, {}, tag, 8,
+                                              {-1, -1, index, action});
+    if (done) recorders_[at]->RecordDone(seq, absl::OkStatus());
+  }
+  void At(int rank, int index, const std::string& action) {
+    recorders_[rank]->SetPosition(index, action);
+  }
+  // Round trip through the JSON files, as fr-analyze reads them.
+  std::vector<FlightRecord> Records(const std::vector<int>& skip = {}) {
+    std::string dir = testing::MakeTempDir("fra");
+    for (auto& r : recorders_) {
+      if (std::find(skip.begin(), skip.end(), r->rank()) != skip.end()) continue;
+      EXPECT_OK(r->Dump(dir, "timeout"));
+    }
+    absl::StatusOr<std::vector<FlightRecord>> records = LoadFlightRecords(dir);
+    EXPECT_OK(records);
+    return records.ok() ? *records : std::vector<FlightRecord>{};
+  }
+
+ private:
+  std::vector<std::unique_ptr<FlightRecorder>> recorders_;
+};
+
+TEST(FlightAnalysisTest, AllMatched) {
+  Ranks ranks(2);
+  ranks.Send(0, 1, 1, 1, "0SEND_F0");
+  ranks.Recv(1, 0, 1, 0, "1RECV_F0", true);
+  FlightAnalysis a = AnalyzeFlightRecords(ranks.Records());
+  EXPECT_TRUE(a.ok()) << a.ToString();
+  EXPECT_EQ(a.ToString(), "all operations matched\n");
+}
+
+// Rank 2 waits for a gradient rank 3 never sends; rank 1 waits on rank 2 in
+// turn. The root is rank 2's wait.
+TEST(FlightAnalysisTest, NamesTheRootOfAChainOfWaits) {
+  Ranks ranks(4);
+  ranks.Send(3, 0, 7, 15, "6SEND_F4");  // stage 6 -> 7, another peer
+  ranks.Recv(0, 3, 7, 20, "7RECV_F4", true);
+  ranks.Recv(2, 3, 9, 17, "5RECV_B3", false);
+  ranks.Recv(1, 2, 11, 12, "2RECV_B3", false);
+  ranks.At(3, 16, "6F5");
+  FlightAnalysis a = AnalyzeFlightRecords(ranks.Records());
+  EXPECT_EQ(a.first,
+            "rank 2 waits at index 17 (5RECV_B3) for rank 3; rank 3's last op was index 15 "
+            "(6SEND_F4), and it is at index 16 (6F5)");
+  ASSERT_EQ(a.findings.size(), 1u);
+  EXPECT_THAT(a.findings[0], HasSubstr("rank 1 waits at index 12 (2RECV_B3) for rank 2"));
+}
+
+TEST(FlightAnalysisTest, ReportsACycleAsADeadlock) {
+  Ranks ranks(2);
+  ranks.Recv(0, 1, 1, 3, "0RECV_B0", false);
+  ranks.Recv(1, 0, 2, 2, "1RECV_F1", false);
+  FlightAnalysis a = AnalyzeFlightRecords(ranks.Records());
+  EXPECT_THAT(a.first, HasSubstr("deadlock: ranks wait on each other"));
+  EXPECT_THAT(a.first, HasSubstr("rank 0 waits at index 3 (0RECV_B0) for rank 1"));
+  EXPECT_THAT(a.first, HasSubstr("rank 1 waits at index 2 (1RECV_F1) for rank 0"));
+}
+
+TEST(FlightAnalysisTest, ReportsMisorderedPairsAndMissingRanks) {
+  Ranks ranks(3);
+  ranks.Send(0, 1, 100, 1, "0SEND_F1");
+  ranks.Recv(1, 0, 200, 0, "1RECV_F0", true);
+  FlightAnalysis a = AnalyzeFlightRecords(ranks.Records({2}));
+  EXPECT_THAT(a.first, HasSubstr("pairs with rank 0's send at index 1 (0SEND_F1), a different "
+                                 "operation (tag 200 vs 100)"));
+  ASSERT_EQ(a.findings.size(), 1u);
+  EXPECT_EQ(a.findings[0], "rank 2 wrote no flight record");
+}
+
+TEST(FlightAnalysisTest, RefusesNewerRecordsAndEmptyDirectories) {
+  EXPECT_EQ(testing::Message(ParseFlightRecord(
+                R"({"format": "jitpipe.flight_record", "version": 9, "rank": 0})")),
+            "jitpipe.flight_record version 9 was written by a newer jitpipe; this build reads "
+            "versions up to 1");
+  EXPECT_EQ(LoadFlightRecords(testing::MakeTempDir("empty")).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace jitpipe
