@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "base/status_macros.h"
 #include "scheduler/generators/add_bubbles_to_actions.h"
