@@ -72,6 +72,7 @@ absl::string_view Summary() {
       absl::StrAppendFormat(text, "  %-40s v = %d by default; %s\n", label,
                             g.default_stages_per_rank, g.summary);
     }
+    text->pop_back();  // CommandHelp ends the paragraph itself
     return text;
   }();
   return *summary;
