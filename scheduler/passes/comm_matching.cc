@@ -37,6 +37,13 @@ class Matcher {
                         &backward_at_}) {
       table->assign(n, kAbsent);
     }
+    pos_.stages.resize(s.num_stages());
+    for (int stage = 0; stage < s.num_stages(); ++stage) {
+      StageLink& link = pos_.stages[stage];
+      link.rank = s.RankOf(stage);
+      if (!s.IsFirstStage(stage)) link.prev_rank = s.RankOf(stage - 1);
+      if (!s.IsLastStage(stage)) link.next_rank = s.RankOf(stage + 1);
+    }
   }
 
   absl::StatusOr<CommPositions> Run() {
@@ -73,12 +80,12 @@ class Matcher {
       const RankProgram& program = s_.ranks[r];
       for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
         const Action& a = program[i];
-        if (IsSendRecv(a.kind)) {
+        if (IsTransfer(a.kind)) {
           int32_t& slot = TableOf(a.kind)[Key(a.stage, a.microbatch)];
           if (slot == kAbsent) slot = i;
           continue;
         }
-        ForEachComputePart(a, [&](const Action& part) {
+        ForEachComputePartFast(a, [&](const Action& part) {
           if (part.kind == ActionKind::kForward) forward_at_[Key(part.stage, part.microbatch)] = i;
           if (part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardInput) {
             backward_at_[Key(part.stage, part.microbatch)] = i;
@@ -96,9 +103,9 @@ class Matcher {
   }
 
   absl::Status Check(int r, int32_t i, const Action& a) {
-    if (IsSendRecv(a.kind)) return CheckTransferEnd(r, i, a);
+    if (IsTransfer(a.kind)) return CheckTransferEnd(r, i, a);
     absl::Status status;
-    ForEachComputePart(a, [&](const Action& part) {
+    ForEachComputePartFast(a, [&](const Action& part) {
       if (status.ok()) status = CheckInput(r, i, part);
     });
     return status;
@@ -113,14 +120,15 @@ class Matcher {
     // A forward transfer goes from stage s to s+1, a backward one from s to
     // s-1: the peer of a SEND_F or a RECV_B is the next stage.
     const bool peer_is_next = forward == send;
-    if (peer_is_next ? s_.IsLastStage(s) : s_.IsFirstStage(s)) {
+    const StageLink& link = pos_.stages[s];
+    const int peer = peer_is_next ? link.next_rank : link.prev_rank;
+    if (peer == kAbsent) {
       return Error(r, i, absl::StrCat("stage ", s, " is the ", peer_is_next ? "last" : "first",
                                       " stage of its chain; it has no ",
                                       peer_is_next ? "next" : "previous", " stage to ",
                                       send ? "send to" : "receive from"));
     }
     const int peer_stage = peer_is_next ? s + 1 : s - 1;
-    const int peer = s_.RankOf(peer_stage);
     if (peer == r) {
       return Error(r, i, absl::StrCat("stages ", std::min(s, peer_stage), " and ",
                                       std::max(s, peer_stage), " are both on rank ", r,
@@ -159,9 +167,9 @@ class Matcher {
         part.kind != ActionKind::kBackwardInput) {
       return absl::OkStatus();  // W reads only what its own I left behind
     }
-    if (forward ? s_.IsFirstStage(s) : s_.IsLastStage(s)) return absl::OkStatus();
+    const int from_rank = forward ? pos_.stages[s].prev_rank : pos_.stages[s].next_rank;
+    if (from_rank == kAbsent) return absl::OkStatus();  // a chain's end
     const int from_stage = forward ? s - 1 : s + 1;
-    const int from_rank = s_.RankOf(from_stage);
     if (from_rank != r) {
       const ActionKind recv = forward ? ActionKind::kRecvF : ActionKind::kRecvB;
       const int32_t at = TableOf(recv)[Key(s, mb)];
@@ -194,9 +202,9 @@ class Matcher {
     std::vector<int32_t> send_f_ordinal(forward_at_.size()), send_b_ordinal(forward_at_.size());
     for (int src = 0; src < s_.pp; ++src) {
       for (const Action& a : s_.ranks[src]) {
-        if (!IsSend(a.kind)) continue;
+        if (a.kind != ActionKind::kSendF && a.kind != ActionKind::kSendB) continue;
         const bool forward = a.kind == ActionKind::kSendF;
-        const int dst = s_.RankOf(forward ? a.stage + 1 : a.stage - 1);
+        const int dst = Partner(pos_, a).rank;
         (forward ? send_f_ordinal : send_b_ordinal)[Key(a.stage, a.microbatch)] =
             sent[static_cast<size_t>(src) * s_.pp + dst]++;
       }
@@ -205,10 +213,10 @@ class Matcher {
       const RankProgram& program = s_.ranks[dst];
       for (int32_t j = 0; j < static_cast<int32_t>(program.size()); ++j) {
         const Action& a = program[j];
-        if (!IsRecv(a.kind)) continue;
+        if (a.kind != ActionKind::kRecvF && a.kind != ActionKind::kRecvB) continue;
         const bool forward = a.kind == ActionKind::kRecvF;
         const int sender_stage = forward ? a.stage - 1 : a.stage + 1;
-        const int src = s_.RankOf(sender_stage);
+        const int src = Partner(pos_, a).rank;
         const int32_t k = received[static_cast<size_t>(src) * s_.pp + dst]++;
         if ((forward ? send_f_ordinal : send_b_ordinal)[Key(sender_stage, a.microbatch)] != k) {
           return OrderError(dst, j, src, k);
@@ -224,16 +232,14 @@ class Matcher {
     int32_t expected_send = kAbsent;
     for (int32_t i = 0, seen = 0; expected_send == kAbsent; ++i) {
       const Action& a = s_.ranks[src][i];
-      if (IsSend(a.kind) &&
-          s_.RankOf(a.kind == ActionKind::kSendF ? a.stage + 1 : a.stage - 1) == dst &&
-          seen++ == k) {
+      if (IsSend(a.kind) && Partner(pos_, a).rank == dst && seen++ == k) {
         expected_send = i;
       }
     }
     const Action& recv = s_.ranks[dst][j];
     const Action& send = s_.ranks[src][expected_send];
-    const Endpoint actual_send = Partner(s_, pos_, recv);
-    const Endpoint expected_recv = Partner(s_, pos_, send);
+    const Endpoint actual_send = Partner(pos_, recv);
+    const Endpoint expected_recv = Partner(pos_, send);
     return Error(dst, j,
                  absl::StrCat("out of order with rank ", src, ": rank ", src, " sends ",
                               send.ToString(), " (index ", expected_send, ") before ",

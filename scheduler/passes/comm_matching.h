@@ -44,18 +44,59 @@ namespace jitpipe {
 
 inline constexpr int32_t kAbsent = -1;
 
+// A stage's rank and those of its neighbours in its chain (kAbsent past the
+// chain's ends), so hot loops need no division or chain arithmetic.
+struct StageLink {
+  int32_t rank = 0;
+  int32_t prev_rank = kAbsent;
+  int32_t next_rank = kAbsent;
+};
+
 // Where each transfer end sits: the index of the action in its rank's
 // program (the rank is that of the action's stage), or kAbsent. Tables are
 // indexed by the action's own stage and microbatch: stage * microbatches + mb.
 // A plain value; cheap to query from hot loops.
 struct CommPositions {
   int microbatches = 0;  // per chain: the stride of the tables
+  std::vector<StageLink> stages;
   std::vector<int32_t> send_f, recv_f, send_b, recv_b;
 
   int32_t At(const std::vector<int32_t>& table, int stage, int microbatch) const {
     return table[static_cast<size_t>(stage) * microbatches + microbatch];
   }
 };
+
+// Inline forms of action.h's IsSendRecv and ForEachComputePart, for the
+// loops here that run over millions of actions (action.h's predicates are
+// out of line).
+inline bool IsTransfer(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kSendF:
+    case ActionKind::kRecvF:
+    case ActionKind::kSendB:
+    case ActionKind::kRecvB:
+      return true;
+    default:
+      return false;
+  }
+}
+
+template <typename Fn>
+void ForEachComputePartFast(const Action& action, Fn&& fn) {
+  switch (action.kind) {
+    case ActionKind::kForward:
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput:
+    case ActionKind::kBackwardWeight:
+      fn(action);
+      return;
+    case ActionKind::kOverlapFB:
+      for (const Action& sub : action.sub_actions) fn(sub);
+      return;
+    default:
+      return;
+  }
+}
 
 // One end of a transfer: a rank and an index in its program.
 struct Endpoint {
@@ -69,39 +110,40 @@ struct Endpoint {
 // a grid of at most `grid_rows` step rows attached (0: none).
 absl::StatusOr<CommPositions> MatchSendRecv(const Schedule& schedule, int grid_rows = 0);
 
-// The other end of a SEND or RECV. REQUIRES: `comm` is a SEND/RECV of
-// `schedule` and `positions` is MatchSendRecv(schedule).
-inline Endpoint Partner(const Schedule& schedule, const CommPositions& positions,
-                        const Action& comm) {
-  const int mb = comm.microbatch;
+// The other end of a SEND or RECV. REQUIRES: `comm` is a SEND/RECV of the
+// schedule that `positions` = MatchSendRecv(schedule) matched.
+inline Endpoint Partner(const CommPositions& positions, const Action& comm) {
+  const int s = comm.stage, mb = comm.microbatch;
+  const StageLink& link = positions.stages[s];
   switch (comm.kind) {
     case ActionKind::kSendF:
-      return {schedule.RankOf(comm.stage + 1), positions.At(positions.recv_f, comm.stage + 1, mb)};
+      return {link.next_rank, positions.At(positions.recv_f, s + 1, mb)};
     case ActionKind::kSendB:
-      return {schedule.RankOf(comm.stage - 1), positions.At(positions.recv_b, comm.stage - 1, mb)};
+      return {link.prev_rank, positions.At(positions.recv_b, s - 1, mb)};
     case ActionKind::kRecvF:
-      return {schedule.RankOf(comm.stage - 1), positions.At(positions.send_f, comm.stage - 1, mb)};
+      return {link.prev_rank, positions.At(positions.send_f, s - 1, mb)};
     default:  // kRecvB
-      return {schedule.RankOf(comm.stage + 1), positions.At(positions.send_b, comm.stage + 1, mb)};
+      return {link.next_rank, positions.At(positions.send_b, s + 1, mb)};
   }
 }
 
 // For a compute part (F, B, I, W): the SEND on another rank whose data it
 // consumes through a RECV earlier in its own program; nullopt when it needs
 // none (W, a chain's end, a co-located neighbour). REQUIRES: as Partner.
-inline std::optional<Endpoint> AwaitedSend(const Schedule& schedule,
-                                           const CommPositions& positions, const Action& part) {
+inline std::optional<Endpoint> AwaitedSend(const CommPositions& positions, const Action& part) {
   const int s = part.stage;
-  const int rank = schedule.RankOf(s);
-  if (part.kind == ActionKind::kForward) {
-    if (schedule.IsFirstStage(s) || schedule.RankOf(s - 1) == rank) return std::nullopt;
-    return Endpoint{schedule.RankOf(s - 1), positions.At(positions.send_f, s - 1, part.microbatch)};
+  const StageLink& link = positions.stages[s];
+  switch (part.kind) {
+    case ActionKind::kForward:
+      if (link.prev_rank == kAbsent || link.prev_rank == link.rank) return std::nullopt;
+      return Endpoint{link.prev_rank, positions.At(positions.send_f, s - 1, part.microbatch)};
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput:
+      if (link.next_rank == kAbsent || link.next_rank == link.rank) return std::nullopt;
+      return Endpoint{link.next_rank, positions.At(positions.send_b, s + 1, part.microbatch)};
+    default:
+      return std::nullopt;
   }
-  if (part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardInput) {
-    if (schedule.IsLastStage(s) || schedule.RankOf(s + 1) == rank) return std::nullopt;
-    return Endpoint{schedule.RankOf(s + 1), positions.At(positions.send_b, s + 1, part.microbatch)};
-  }
-  return std::nullopt;
 }
 
 }  // namespace jitpipe

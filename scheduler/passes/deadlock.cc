@@ -56,7 +56,7 @@ class Executor {
     int32_t pc = pc_[r];
     bool blocked = false;
     while (pc < size) {
-      ForEachWait(s_, positions_, model_, program[pc], [&](const Wait& w) {
+      ForEachWait(positions_, model_, program[pc], [&](const Wait& w) {
         if (!blocked && pc_[w.rank] < w.threshold) {
           blocked = true;
           blocked_on_[r] = w;

@@ -53,7 +53,7 @@ class LockStepRunner {
   bool TryRun(int r) const {
     if (pc_[r] == Size(r)) return false;
     bool ready = true;
-    ForEachWait(s_, positions_, model_, s_.ranks[r][pc_[r]],
+    ForEachWait(positions_, model_, s_.ranks[r][pc_[r]],
                 [&](const Wait& w) { ready = ready && pc_[w.rank] >= w.threshold; });
     return ready;
   }

@@ -47,22 +47,25 @@ struct Wait {
 };
 
 // Calls fn(const Wait&) for each wait of `action` under `model`.
-// REQUIRES: `action` is in `schedule`'s program and `positions` is
-// MatchSendRecv(schedule).
+// REQUIRES: `action` is in the program of the schedule that `positions` =
+// MatchSendRecv(schedule) matched.
 template <typename Fn>
-void ForEachWait(const Schedule& schedule, const CommPositions& positions, WaitModel model,
-                 const Action& action, Fn&& fn) {
-  if (IsSendRecv(action.kind)) {
+void ForEachWait(const CommPositions& positions, WaitModel model, const Action& action,
+                 Fn&& fn) {
+  if (IsTransfer(action.kind)) {
     if (model == WaitModel::kRelaxed) return;
-    if (model == WaitModel::kBlockingRecv && IsSend(action.kind)) return;
-    const Endpoint peer = Partner(schedule, positions, action);
+    if (model == WaitModel::kBlockingRecv &&
+        (action.kind == ActionKind::kSendF || action.kind == ActionKind::kSendB)) {
+      return;
+    }
+    const Endpoint peer = Partner(positions, action);
     const int32_t past = model == WaitModel::kBlockingRecv ? 1 : 0;
     fn(Wait{peer.rank, peer.index, peer.index + past});
     return;
   }
   if (model == WaitModel::kBlockingRecv) return;
-  ForEachComputePart(action, [&](const Action& part) {
-    if (auto send = AwaitedSend(schedule, positions, part)) {
+  ForEachComputePartFast(action, [&](const Action& part) {
+    if (auto send = AwaitedSend(positions, part)) {
       fn(Wait{send->rank, send->index, send->index + 1});
     }
   });

@@ -29,10 +29,10 @@ TEST(CommMatchingTest, RecordsWhereEachEndIs) {
   EXPECT_EQ(p.send_b, (std::vector<int32_t>{kAbsent, 3}));
   EXPECT_EQ(p.recv_b, (std::vector<int32_t>{2, kAbsent}));
 
-  const Endpoint recv = Partner(s, p, s.ranks[0][1]);  // 0SEND_F0 -> 1RECV_F0
+  const Endpoint recv = Partner(p, s.ranks[0][1]);  // 0SEND_F0 -> 1RECV_F0
   EXPECT_EQ(recv.rank, 1);
   EXPECT_EQ(recv.index, 0);
-  const Endpoint send = Partner(s, p, s.ranks[0][2]);  // 0RECV_B0 <- 1SEND_B0
+  const Endpoint send = Partner(p, s.ranks[0][2]);  // 0RECV_B0 <- 1SEND_B0
   EXPECT_EQ(send.rank, 1);
   EXPECT_EQ(send.index, 3);
 }
@@ -41,16 +41,16 @@ TEST(CommMatchingTest, AwaitedSendIsTheRemoteProducer) {
   ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleCsv("0F0,0SEND_F0,0RECV_B0,0B0\n"
                                                     "1RECV_F0,1F0,1B0,1SEND_B0\n"));
   ASSERT_OK_AND_ASSIGN(CommPositions p, MatchSendRecv(s));
-  std::optional<Endpoint> f = AwaitedSend(s, p, s.ranks[1][1]);  // 1F0 <- 0SEND_F0
+  std::optional<Endpoint> f = AwaitedSend(p, s.ranks[1][1]);  // 1F0 <- 0SEND_F0
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->rank, 0);
   EXPECT_EQ(f->index, 1);
-  std::optional<Endpoint> b = AwaitedSend(s, p, s.ranks[0][3]);  // 0B0 <- 1SEND_B0
+  std::optional<Endpoint> b = AwaitedSend(p, s.ranks[0][3]);  // 0B0 <- 1SEND_B0
   ASSERT_TRUE(b.has_value());
   EXPECT_EQ(b->rank, 1);
   EXPECT_EQ(b->index, 3);
-  EXPECT_FALSE(AwaitedSend(s, p, s.ranks[0][0]).has_value());  // first stage
-  EXPECT_FALSE(AwaitedSend(s, p, s.ranks[1][2]).has_value());  // last stage
+  EXPECT_FALSE(AwaitedSend(p, s.ranks[0][0]).has_value());  // first stage
+  EXPECT_FALSE(AwaitedSend(p, s.ranks[1][2]).has_value());  // last stage
 }
 
 TEST(CommMatchingTest, ColocatedNeighboursAwaitNothing) {
@@ -61,8 +61,8 @@ TEST(CommMatchingTest, ColocatedNeighboursAwaitNothing) {
                        "1RECV_F0,1F0,2F0,2SEND_F0,2RECV_B0,2B0,1B0,1SEND_B0\n"));
   ASSERT_EQ(s.placement, Placement::kV);
   ASSERT_OK_AND_ASSIGN(CommPositions p, MatchSendRecv(s));
-  EXPECT_FALSE(AwaitedSend(s, p, s.ranks[1][2]).has_value());  // 2F0 after 1F0
-  EXPECT_FALSE(AwaitedSend(s, p, s.ranks[1][6]).has_value());  // 1B0 after 2B0
+  EXPECT_FALSE(AwaitedSend(p, s.ranks[1][2]).has_value());  // 2F0 after 1F0
+  EXPECT_FALSE(AwaitedSend(p, s.ranks[1][6]).has_value());  // 1B0 after 2B0
 }
 
 TEST(CommMatchingTest, ComputeOnlyIsAPreconditionError) {
