@@ -1,5 +1,6 @@
 #include "scheduler/passes/comm_matching.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -115,7 +116,7 @@ class Matcher {
   // a SEND after its producer, and a partner on the peer.
   absl::Status CheckTransferEnd(int r, int32_t i, const Action& a) {
     const bool forward = a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF;
-    const bool send = IsSend(a.kind);
+    const bool send = a.kind == ActionKind::kSendF || a.kind == ActionKind::kSendB;
     const int s = a.stage, mb = a.microbatch;
     // A forward transfer goes from stage s to s+1, a backward one from s to
     // s-1: the peer of a SEND_F or a RECV_B is the next stage.

@@ -5,8 +5,8 @@
 // parked on the rank it waits for and resumed once that rank has moved far
 // enough. The cost is O(actions) plus, each time a rank stops, a look at the
 // ranks parked on it (its pipeline neighbours), with dense per-rank arrays
-// only: a lowered pp128 x v4 x m1024 program (about 3M actions) takes a few
-// milliseconds.
+// only: a lowered interleaved-1f1b pp128 x v4 x m1024 program (3.1M actions)
+// takes about 25 ms relaxed, 55 ms strict (where every SEND and RECV stops).
 //
 // A deadlock is a set of ranks each waiting for something its peer has not
 // reached. Every stuck rank waits for another stuck rank (a wait always

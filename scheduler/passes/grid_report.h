@@ -29,8 +29,9 @@ std::optional<std::string> GridOf(const absl::Status& status);
 
 // FormatPipelineOrder(ranks, error_step) cut to a window of at most
 // `max_rows` step rows around `error_step` (centred where the grid allows).
-// Steps keep their numbers; each side that was cut gets one line saying
-// which steps are not shown, e.g. "  (steps 0-41 not shown)". The whole grid,
+// Steps keep their numbers and columns are as wide as the window needs;
+// each side that was cut gets one line saying which steps are not shown,
+// e.g. "  (steps 0-41 not shown)". The whole grid,
 // byte-identical to FormatPipelineOrder, when it has at most `max_rows`
 // steps. REQUIRES: max_rows >= 1, 0 <= error_step < the longest program.
 std::string FormatGridExcerpt(const std::vector<RankProgram>& ranks, int error_step,

@@ -48,8 +48,11 @@ struct ValidateOptions {
 // programs as written, the failing index marked; for a deadlock the
 // lock-step replay (lock_step.h) ending in the row of stuck actions.
 //
-// Pure function; thread-compatible. Runs in O(actions) with dense arrays
-// (about 0.1 s for 3M actions, most of it ValidateStructure).
+// Pure function; thread-compatible. Runs in O(actions) with dense arrays:
+// about 0.15 s for a lowered pp128 x v4 x m1024 program (3.1M actions), of
+// which ValidateStructure takes about 0.09 s, matching 0.04 s and deadlock
+// detection 0.02 s (0.05 s strict). An error costs more: a deadlock's grid
+// comes from the O(steps x ranks) lock-step replay.
 absl::Status Validate(const Schedule& schedule, const ValidateOptions& options = {});
 
 }  // namespace jitpipe
