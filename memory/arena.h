@@ -1,0 +1,98 @@
+// Static arena placement: given live intervals over a fixed sequential order
+// (one rank's program), assign every interval an offset in one slab so that
+// no two intervals live at the same time overlap in bytes. The mechanism half
+// of the planner (TFLite's SimpleMemoryArena, XLA's HeapAlgorithm); offsets
+// become pointers only at runtime (base + offset), so a plan can move.
+//
+// The algorithm is XLA's GlobalDecreasingSizeBestFitHeap / TFLite's greedy
+// by size: sort the intervals, then place each one in the smallest gap that
+// fits among the already placed intervals that overlap it in time (best fit;
+// the lowest such gap on a tie), or above all of them. Every offset is a
+// multiple of the alignment; zero-byte intervals get offset 0 and take no
+// room. Ties in the sort are broken by interval id, so plans are
+// deterministic. Three sort orders are offered (PlacementOrder); the planner
+// runs them through ChooseBestArena and keeps the smallest arena.
+//
+//   time ->   0  1  2  3  4
+//   offset 0  [a a a]  [c c]     a: 3 units live 0..2
+//          1  [b b]   [d d d]    b, c, d reuse the bytes a or b freed
+//
+// Cost, for n intervals over T time points: by size and by duration,
+// O(n log T) operations on an OccupancyTree, each proportional to the number
+// of separate occupied byte ranges in the part of the slab it looks at; by
+// start, a sweep over time with a free list, O(n) operations each
+// proportional to the number of free gaps at that time. Both counts stay
+// small for the tight packings of pipeline buffers: there is no pairwise
+// scan over all intervals.
+#ifndef JITPIPE_MEMORY_ARENA_H_
+#define JITPIPE_MEMORY_ARENA_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace jitpipe {
+
+inline constexpr int64_t kDefaultArenaAlignment = 64;
+
+// One buffer to place: live during every time point in [start, end].
+// An interval's id is its position in the span given to Place().
+struct LiveInterval {
+  int64_t bytes = 0;
+  int32_t start = 0;
+  int32_t end = 0;
+};
+
+struct ArenaLayout {
+  std::string algorithm;         // the ordering that produced it
+  std::vector<int64_t> offsets;  // per interval id
+  int64_t arena_bytes = 0;       // the high-water mark: max(offset + bytes)
+};
+
+// A placement algorithm (XLA's HeapAlgorithm): a pure function of the
+// intervals. Implementations are stateless and thread-safe.
+class ArenaAlgorithm {
+ public:
+  virtual ~ArenaAlgorithm() = default;
+  virtual absl::string_view name() const = 0;
+  // REQUIRES: 0 <= start <= end < num_times and bytes >= 0 for every
+  // interval; alignment is a power of two.
+  virtual ArenaLayout Place(absl::Span<const LiveInterval> intervals, int num_times,
+                            int64_t alignment) const = 0;
+};
+
+enum class PlacementOrder {
+  kDecreasingSize,      // bytes descending, then id (TFLite, XLA kSpatial)
+  kDecreasingDuration,  // end - start descending, then bytes descending, then id (XLA kTemporal)
+  // start ascending, then id. The intervals overlapping one being placed are
+  // then exactly those live at its start, so this is a best-fit allocator
+  // replayed over the program: the cheapest of the three.
+  kStart,
+};
+
+// Greedy best fit in the given order. name(): "greedy-by-size",
+// "greedy-by-duration" or "greedy-by-start".
+std::unique_ptr<ArenaAlgorithm> MakeGreedyBestFit(PlacementOrder order);
+
+// Runs `algorithms` in turn and returns the layout with the smallest arena
+// (the earlier one on a tie), as XLA's ChooseBestHeapAlgorithm. Stops as soon
+// as a layout's arena equals `lower_bound` (the peak live bytes: no layout
+// can be smaller). REQUIRES: algorithms is not empty; as Place().
+ArenaLayout ChooseBestArena(absl::Span<const ArenaAlgorithm* const> algorithms,
+                            absl::Span<const LiveInterval> intervals, int num_times,
+                            int64_t alignment, int64_t lower_bound);
+
+// Checks a layout: one offset per interval, each a multiple of `alignment`,
+// arena_bytes the high-water mark, and no two intervals overlapping in both
+// time and bytes. O(n log n). Errors: Internal naming the two intervals.
+absl::Status VerifyArenaLayout(absl::Span<const LiveInterval> intervals,
+                               const ArenaLayout& layout, int64_t alignment);
+
+}  // namespace jitpipe
+
+#endif  // JITPIPE_MEMORY_ARENA_H_

@@ -1,0 +1,95 @@
+// The memory planner: for each rank of a lowered schedule, every buffer with
+// its lifetime (buffer_lifetimes.h), the peak live bytes and where it occurs,
+// the liveness lower bound, and a static arena with an offset for every
+// buffer (arena.h), so that an executor can run a step without allocating.
+//
+//   lowered Schedule + Model
+//     -> ComputeBufferLifetimes (policy: jit | eager, prefetch)
+//     -> LiveBytes / NeededBytes -> peak, lower bound
+//     -> ChooseBestArena(greedy-by-start, greedy-by-size, greedy-by-duration)
+//        -> offsets
+//
+// The arena is the smallest of XLA's two orderings (decreasing size,
+// decreasing duration), tried after a best-fit replay in start order: that
+// one costs O(n) and usually reaches the peak already, which no ordering can
+// beat, and then the other two are skipped.
+//
+// Under jit with receives placed just before their consumers (jitpipe lower
+// --recv jit) the peak equals the lower bound; eager's peak is never below
+// jit's, because every eager interval contains the jit one.
+//
+// Plans are values; every function here is pure and thread-compatible.
+#ifndef JITPIPE_MEMORY_MEMORY_PLAN_H_
+#define JITPIPE_MEMORY_MEMORY_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "memory/arena.h"
+#include "memory/buffer_lifetimes.h"
+#include "memory/liveness.h"
+#include "scheduler/ir/model.h"
+#include "scheduler/ir/schedule.h"
+
+namespace jitpipe {
+
+struct PlanOptions {
+  MemoryPolicy policy = MemoryPolicy::kJit;
+  int prefetch = 0;  // kJit only: see LifetimeOptions::prefetch
+  int64_t alignment = kDefaultArenaAlignment;
+  bool arena = true;  // false: lifetimes, peak and lower bound only (cheaper)
+};
+
+// Errors: InvalidArgument for a negative prefetch, a prefetch with the eager
+// policy ("--prefetch applies to the jit policy only"), or an alignment that
+// is not a power of two.
+absl::Status ValidatePlanOptions(const PlanOptions& options);
+
+struct RankMemoryPlan {
+  int rank = 0;
+  PlanOptions options;
+  RankBuffers buffers;             // alloc/free events: MemoryEvents(buffers)
+  Peak peak;                       // live bytes under the policy
+  std::string peak_action;         // the action at peak.index; "" when none
+  std::vector<int> peak_buffers;   // ids of the buffers live at the peak
+  Peak lower_bound;                // of NeededBytes(buffers)
+  ArenaLayout arena;               // empty unless options.arena
+
+  // arena bytes - peak bytes (XLA's fragmentation_size), and its share of
+  // the arena (0 for an empty arena).
+  int64_t fragmentation_bytes() const { return arena.arena_bytes - peak.bytes; }
+  double fragmentation_ratio() const;
+
+  // A summary line, the buffers live at the peak, and one line per buffer
+  // (id, kind, stage, microbatch, bytes, interval, timing, offset).
+  std::string ToString() const;
+};
+
+// Plans one rank. Errors: those of ValidatePlanOptions and
+// ComputeBufferLifetimes (FailedPrecondition for a compute-only schedule).
+// REQUIRES: 0 <= rank < schedule.pp.
+absl::StatusOr<RankMemoryPlan> PlanRankMemory(const Schedule& schedule, const Model& model,
+                                              int rank, const PlanOptions& options);
+
+// Plans every rank, in rank order; the first rank's error is returned.
+absl::StatusOr<std::vector<RankMemoryPlan>> PlanMemory(const Schedule& schedule,
+                                                       const Model& model,
+                                                       const PlanOptions& options);
+
+// An ASCII picture of the arena over time (XLA's
+// NodesOverlappingInTimeToAsciiArt turned sideways): one row per program
+// index (at most `max_rows`, evenly sampled, the peak always included), one
+// column per arena_bytes/columns bytes, each cell the letter of the buffer
+// kind that holds the cell's middle byte during that action ('.' free):
+//   I input  S stash  O output  g output_grad  i input_grad
+//   G param_grad  R reduce  P params
+// REQUIRES: plan.options.arena; `program` is the rank's program; columns >= 1.
+std::string MemoryMap(const RankMemoryPlan& plan, const RankProgram& program, int columns = 64,
+                      int max_rows = 48);
+
+}  // namespace jitpipe
+
+#endif  // JITPIPE_MEMORY_MEMORY_PLAN_H_
