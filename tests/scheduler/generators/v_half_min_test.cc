@@ -1,6 +1,7 @@
 #include "scheduler/generators/v_half_min.h"
 
 #include <algorithm>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -18,6 +19,7 @@ namespace {
 using ::jitpipe::testing::AnchorProgramText;
 using ::jitpipe::testing::Message;
 using ::jitpipe::testing::ProgramText;
+using ::jitpipe::testing::ReadOrderText;
 using ::jitpipe::testing::ReadTestdataJson;
 using ::jitpipe::testing::ReplayUnitCosts;
 using ::jitpipe::testing::UnitCostResult;
@@ -75,6 +77,29 @@ TEST(VHalfMinTest, UpstreamFiguresPp8Mb16) {
   EXPECT_EQ(rm.max_span(), 123);
   EXPECT_EQ(PeakUnits(rm), (std::vector<double>{3.5, 4, 4, 4, 4, 4, 4, 4}));
 }
+
+// Upstream orders at other shapes (tests/testdata/zero_bubble/README.md),
+// matched action for action: pp 8, m 16, and both forms of each block (with
+// and without the extra interval).
+struct Golden {
+  int pp, microbatches;
+  absl::StatusOr<Schedule> (*generate)(int, int, int);
+  std::string file;
+};
+
+class VHalfMinGoldenTest : public ::testing::TestWithParam<Golden> {};
+
+TEST_P(VHalfMinGoldenTest, MatchesUpstreamOrder) {
+  const Golden& g = GetParam();
+  ASSERT_OK_AND_ASSIGN(Schedule s, g.generate(g.pp, g.microbatches, 2));
+  EXPECT_EQ(ProgramText(s.ranks), ReadOrderText("zero_bubble/" + g.file));
+}
+
+INSTANTIATE_TEST_SUITE_P(Upstream, VHalfMinGoldenTest,
+                         ::testing::Values(Golden{8, 16, &GenerateVHalf, "vhalf_pp8_mb16.txt"},
+                                           Golden{8, 16, &GenerateVMin, "vmin_pp8_mb16.txt"},
+                                           Golden{5, 7, &GenerateVHalf, "vhalf_pp5_mb7.txt"},
+                                           Golden{6, 9, &GenerateVMin, "vmin_pp6_mb9.txt"}));
 
 TEST(VHalfMinTest, Header) {
   ASSERT_OK_AND_ASSIGN(Schedule s, GenerateVMin(3, 5, 2));

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "tests/testing/testdata.h"
 
 namespace jitpipe::testing {
 namespace {
@@ -57,6 +58,14 @@ std::vector<std::vector<std::string>> AnchorProgramText(const nlohmann::json& an
     std::vector<std::string> row;
     for (const auto& item : list) row.push_back(AnchorActionText(item.get<std::string>(), rank, pp));
     out.push_back(std::move(row));
+  }
+  return out;
+}
+
+std::vector<std::vector<std::string>> ReadOrderText(const std::string& relative) {
+  std::vector<std::vector<std::string>> out;
+  for (absl::string_view line : absl::StrSplit(ReadTestdata(relative), '\n', absl::SkipEmpty())) {
+    out.push_back(absl::StrSplit(line, ' ', absl::SkipEmpty()));
   }
   return out;
 }

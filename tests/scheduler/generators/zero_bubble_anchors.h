@@ -1,6 +1,7 @@
 // Reading the zero-bubble and DualPipe anchors
-// (tests/testdata/conformance/anchors/{zbpp,deepseek}_*.json) in our IR
-// vocabulary, for the zero-bubble family's tests.
+// (tests/testdata/conformance/anchors/{zbpp,deepseek}_*.json) and golden
+// orders (tests/testdata/zero_bubble/) in our IR vocabulary, for the
+// zero-bubble family's tests.
 #ifndef JITPIPE_TESTS_SCHEDULER_GENERATORS_ZERO_BUBBLE_ANCHORS_H_
 #define JITPIPE_TESTS_SCHEDULER_GENERATORS_ZERO_BUBBLE_ANCHORS_H_
 
@@ -21,6 +22,10 @@ std::string AnchorActionText(absl::string_view anchor, int rank, int pp);
 
 // The anchor file's "ranks", converted action by action.
 std::vector<std::vector<std::string>> AnchorProgramText(const nlohmann::json& anchor);
+
+// A golden order file under tests/testdata (tests/testdata/zero_bubble/*.txt:
+// one line per rank, actions in our text form separated by spaces).
+std::vector<std::vector<std::string>> ReadOrderText(const std::string& relative);
 
 }  // namespace jitpipe::testing
 

@@ -19,6 +19,7 @@ namespace {
 using ::jitpipe::testing::AnchorProgramText;
 using ::jitpipe::testing::Message;
 using ::jitpipe::testing::ProgramText;
+using ::jitpipe::testing::ReadOrderText;
 using ::jitpipe::testing::ReadTestdataJson;
 using ::jitpipe::testing::ReplayUnitCosts;
 using ::jitpipe::testing::UnitCostResult;
@@ -67,6 +68,29 @@ TEST(ZeroBubbleHTest, UpstreamFiguresPp8Mb16) {
   EXPECT_EQ(r2.max_span(), 48);
   EXPECT_EQ(r2.peak_stage_units, std::vector<int>(8, 16));
 }
+
+// Upstream orders at other shapes (tests/testdata/zero_bubble/README.md),
+// matched action for action.
+struct Golden {
+  int pp, microbatches;
+  absl::StatusOr<Schedule> (*generate)(int, int, int);
+  std::string file;
+};
+
+class ZeroBubbleHGoldenTest : public ::testing::TestWithParam<Golden> {};
+
+TEST_P(ZeroBubbleHGoldenTest, MatchesUpstreamOrder) {
+  const Golden& g = GetParam();
+  ASSERT_OK_AND_ASSIGN(Schedule s, g.generate(g.pp, g.microbatches, 1));
+  EXPECT_EQ(ProgramText(s.ranks), ReadOrderText("zero_bubble/" + g.file));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Upstream, ZeroBubbleHGoldenTest,
+    ::testing::Values(Golden{8, 16, &GenerateZeroBubbleH1, "zbh1_pp8_mb16.txt"},
+                      Golden{8, 16, &GenerateZeroBubbleH2, "zbh2_pp8_mb16.txt"},
+                      Golden{5, 3, &GenerateZeroBubbleH1, "zbh1_pp5_mb3.txt"},
+                      Golden{6, 9, &GenerateZeroBubbleH2, "zbh2_pp6_mb9.txt"}));
 
 TEST(ZeroBubbleHTest, Header) {
   ASSERT_OK_AND_ASSIGN(Schedule s, GenerateZeroBubbleH2(3, 5, 1));
