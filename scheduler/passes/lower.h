@@ -1,18 +1,30 @@
 // Lowering: from a compute-only program to one with every send, receive and
-// reduction explicit, through a pipeline of passes (pass_pipeline.h):
+// reduction explicit, through a pipeline of passes (pass_pipeline.h), each
+// in its own file with a before/after example:
 //
-//   [split/merge backward] -> [unshard/reshard] -> [reduce_grad]
-//     -> send/recv (early, PyTorch's _add_send_recv) -> [just-in-time receives]
+//   [split_backward | merge_backward]   BackwardForm kSplit | kMerge
+//   [add_unshard_reshard]               fsdp
+//   [add_reduce_grad]                   reduce_grad
+//   lower_send_recv_early               always (PyTorch's _add_send_recv)
+//   [place_recvs_just_in_time]          recv == kJit (the default)
 //
 // With recv = kEarly, fsdp and reduce_grad the result equals PyTorch's
-// _PipelineScheduleRuntime lowering (its pipeline_order_with_comms) exactly.
+// _PipelineScheduleRuntime lowering (its pipeline_order_with_comms) exactly;
+// with recv = kEarly alone it equals _add_send_recv of the compute order.
+// With recv = kJit the result passes Validate() under relaxed and strict
+// semantics (place_recvs_just_in_time.h says how).
+//
+// Pure functions; thread-compatible.
 #ifndef JITPIPE_SCHEDULER_PASSES_LOWER_H_
 #define JITPIPE_SCHEDULER_PASSES_LOWER_H_
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "scheduler/ir/schedule.h"
+#include "scheduler/passes/pass_pipeline.h"
 
 namespace jitpipe {
 
@@ -33,12 +45,29 @@ struct LowerOptions {
   bool fsdp = false;         // UNSHARD/RESHARD with PyTorch's 3-stage lookahead
   bool reduce_grad = false;  // REDUCE_GRAD right after each stage's last B or W
   std::string dump_after;    // pass name whose output the pipeline records ("" = none)
+  // Validate after every pass (ValidateStructure; once sends exist, Validate()
+  // under relaxed and strict semantics). A failure there is Internal: a bug.
+  bool check_invariants = kCheckInvariantsByDefault;
 };
 
-// Lowers a compute-only schedule. Errors: FailedPrecondition if `schedule` is
-// already lowered; InvalidArgument if it fails validation, naming the pass
-// and the rank, index and action.
+// Lowers a compute-only schedule; the result has lowered = true and no
+// bubbles. Errors: FailedPrecondition if `schedule` is already lowered;
+// InvalidArgument if it fails ValidateStructure() (that message, naming the
+// rank, index and action), if a pass refuses it ("pass <name>: ...", e.g. a
+// cyclic wait in lower_send_recv_early) or if dump_after names no pass that
+// runs with these options.
 absl::StatusOr<Schedule> Lower(const Schedule& schedule, const LowerOptions& options = {});
+
+struct LowerResult {
+  Schedule lowered;
+  std::optional<Schedule> dumped;  // the output of options.dump_after, when set
+};
+
+// Lower(), also returning the program after the pass options.dump_after names.
+absl::StatusOr<LowerResult> LowerWithDump(const Schedule& schedule, const LowerOptions& options);
+
+// The names of the passes Lower() runs with `options`, in order.
+std::vector<std::string> LoweringPassNames(const LowerOptions& options);
 
 }  // namespace jitpipe
 
