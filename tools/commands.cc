@@ -7,6 +7,7 @@ const std::vector<Command>& AllCommands() {
       ShowCommand(),
       ConvertCommand(),
       ValidateCommand(),
+      LowerCommand(),
       GenerateCommand(),
   };
   return *commands;

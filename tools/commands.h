@@ -9,6 +9,7 @@ namespace jitpipe::cli {
 Command ShowCommand();
 Command ConvertCommand();
 Command ValidateCommand();
+Command LowerCommand();
 Command GenerateCommand();
 
 }  // namespace jitpipe::cli

@@ -1,0 +1,115 @@
+// jitpipe lower FILE: a compute-only schedule to a lowered one.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "scheduler/ir/format_grid.h"
+#include "scheduler/ir/schedule_io.h"
+#include "scheduler/ir/schedule_json.h"
+#include "scheduler/passes/lower.h"
+#include "tools/commands.h"
+#include "tools/common_flags.h"
+
+ABSL_FLAG(std::string, recv, "jit",
+          "where receives go: jit (just before the consumer, deadlock-free) or early "
+          "(PyTorch's _add_send_recv)");
+ABSL_FLAG(std::string, backward, "keep",
+          "backward form: keep, split (B -> I, W) or merge (I W -> B, PyTorch's _merge_bw)");
+ABSL_FLAG(bool, fsdp, false, "add UNSHARD/RESHARD (PyTorch's 3-stage lookahead)");
+ABSL_FLAG(bool, reduce_grad, false, "add REDUCE_GRAD after each stage's last B or W");
+ABSL_FLAG(std::string, dump_after, "",
+          "print the step x rank grid of the program after this pass to stderr");
+
+namespace jitpipe::cli {
+namespace {
+
+// LowerOptions from the flags; a usage error message when a value is bad.
+absl::StatusOr<LowerOptions> OptionsFromFlags() {
+  LowerOptions options;
+  const std::string recv = absl::GetFlag(FLAGS_recv);
+  if (recv == "early") {
+    options.recv = RecvPlacement::kEarly;
+  } else if (recv != "jit") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--recv must be jit or early, not \"", recv, "\""));
+  }
+  const std::string backward = absl::GetFlag(FLAGS_backward);
+  if (backward == "split") {
+    options.backward = BackwardForm::kSplit;
+  } else if (backward == "merge") {
+    options.backward = BackwardForm::kMerge;
+  } else if (backward != "keep") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backward must be keep, split or merge, not \"", backward, "\""));
+  }
+  options.fsdp = absl::GetFlag(FLAGS_fsdp);
+  options.reduce_grad = absl::GetFlag(FLAGS_reduce_grad);
+  options.dump_after = absl::GetFlag(FLAGS_dump_after);
+  if (!options.dump_after.empty()) {
+    const std::vector<std::string> passes = LoweringPassNames(options);
+    if (std::find(passes.begin(), passes.end(), options.dump_after) == passes.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--dump-after ", options.dump_after,
+                       ": no such pass with these options; the passes are: ",
+                       absl::StrJoin(passes, ", ")));
+    }
+  }
+  return options;
+}
+
+int RunLower(const Command& command, const Invocation& invocation) {
+  absl::StatusOr<LowerOptions> options = OptionsFromFlags();
+  if (!options.ok()) return UsageError(command, options.status().message());
+  const std::string out = absl::GetFlag(FLAGS_output);
+  if (!out.empty()) {
+    if (auto format = FormatForOutput(out); !format.ok()) {
+      return UsageError(command, format.status().message());
+    }
+  }
+  const std::string& path = invocation.positional[0];
+  auto schedule = LoadInputSchedule(path);
+  if (!schedule.ok()) return Fail(command, schedule.status());
+  auto lowered = LowerWithDump(*schedule, *options);
+  if (!lowered.ok()) {
+    return Fail(command, absl::Status(lowered.status().code(),
+                                      absl::StrCat(path, ": ", lowered.status().message())));
+  }
+  if (lowered->dumped.has_value()) {
+    std::fprintf(stderr, "after pass %s:\n%s", options->dump_after.c_str(),
+                 FormatPipelineOrder(lowered->dumped->ranks).c_str());
+  }
+  if (out.empty()) {
+    std::fputs(ScheduleToJson(lowered->lowered).c_str(), stdout);
+    return kExitOk;
+  }
+  if (absl::Status saved = SaveSchedule(out, lowered->lowered); !saved.ok()) {
+    return Fail(command, saved);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command LowerCommand() {
+  return Command{
+      .name = "lower",
+      .synopsis = "lower FILE [--recv early|jit] [--backward keep|split|merge] [--fsdp] "
+                  "[--reduce-grad] [--dump-after NAME] [-o FILE]",
+      .summary = "Lower a compute-only schedule: add every send and receive (and, on request, "
+                 "FSDP unshard/reshard and gradient reduction). --recv jit (the default) posts "
+                 "each receive just before its consumer, ordered so that no ranks can deadlock "
+                 "even under rendezvous semantics; --recv early reproduces PyTorch's "
+                 "_add_send_recv exactly. Writes JSON to stdout, or -o FILE (.json or .csv).",
+      .flags = {"recv", "backward", "fsdp", "reduce_grad", "dump_after", "output",
+                "legacy_names"},
+      .min_positional = 1,
+      .max_positional = 1,
+      .run = RunLower,
+  };
+}
+
+}  // namespace jitpipe::cli
