@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <tuple>
 
 #include "absl/strings/str_cat.h"
 
@@ -15,24 +14,36 @@ constexpr int kUnset = -1;
 bool IsForward(int type) { return type == kF0 || type == kF1; }
 bool IsInput(int type) { return type == kI1 || type == kI0; }
 
-// One operation, ordered as upstream's walks take them.
+// One operation. Upstream's walks take them by (slot, rank, type, mb).
 struct Op {
   int slot, rank, type, mb;
-  friend bool operator<(const Op& a, const Op& b) {
-    return std::tie(a.slot, a.rank, a.type, a.mb) < std::tie(b.slot, b.rank, b.type, b.mb);
-  }
 };
 
+// A counting sort on the slot, stable over operations listed by rank, type
+// and microbatch: (slot, rank, type, mb) order in linear time (a comparison
+// sort dominated the run time at pp 128, m 1024).
 std::vector<Op> OpsInSlotOrder(const Slots& slots) {
-  std::vector<Op> ops;
-  for (int r = 0; r < static_cast<int>(slots.size()); ++r) {
-    for (int t = 0; t < static_cast<int>(slots[r].size()); ++t) {
-      for (int mb = 0; mb < static_cast<int>(slots[r][t].size()); ++mb) {
-        ops.push_back({slots[r][t][mb], r, t, mb});
+  std::vector<int> per_slot;  // [slot + 1]: operations in that slot
+  size_t total = 0;
+  for (const RankSlots& rank : slots) {
+    for (const std::vector<int>& list : rank) {
+      for (int slot : list) {
+        if (slot + 2 > static_cast<int>(per_slot.size())) per_slot.resize(slot + 2, 0);
+        ++per_slot[slot + 1];
+        ++total;
       }
     }
   }
-  std::sort(ops.begin(), ops.end());
+  for (size_t s = 1; s < per_slot.size(); ++s) per_slot[s] += per_slot[s - 1];
+  std::vector<Op> ops(total);
+  for (int r = 0; r < static_cast<int>(slots.size()); ++r) {
+    for (int t = 0; t < static_cast<int>(slots[r].size()); ++t) {
+      for (int mb = 0; mb < static_cast<int>(slots[r][t].size()); ++mb) {
+        const int slot = slots[r][t][mb];
+        ops[per_slot[slot]++] = {slot, r, t, mb};
+      }
+    }
+  }
   return ops;
 }
 

@@ -13,7 +13,8 @@
 namespace jitpipe {
 namespace {
 
-// The three phases of a (stage, microbatch); kInput is upstream's "B".
+// The three phases of a (stage, microbatch); kInput is upstream's "B". A
+// plain enum: the phases index the per-phase tables below.
 enum Phase : int { kForward = 0, kInput = 1, kWeight = 2 };
 
 // Unit costs and the activation model the upstream figures are quoted for.
@@ -21,7 +22,8 @@ constexpr int kCost = 1;  // F, I and W alike
 constexpr int kComm = 0;
 constexpr std::array<int, 3> kMemory = {1, 0, -1};  // by Phase
 
-// upstream's three heuristic switches
+// Upstream's three switches (allow_bubble_before_first_b, prioritize_b,
+// no_bubble_greedy).
 struct Flags {
   bool allow_bubble_before_first_i = false;
   bool prioritize_i = false;
@@ -40,7 +42,9 @@ class ZeroBubbleGreedy {
   ZeroBubbleGreedy(int stages, int microbatches, int max_memory, Flags flags)
       : p_(stages), m_(microbatches), max_memory_(max_memory), flags_(flags),
         count_(3, std::vector<int>(stages, 0)), end_(3, std::vector<int>(stages * microbatches, 0)),
-        free_at_(stages, 0), memory_(stages, 0), bubble_(stages, 0), order_(stages) {}
+        free_at_(stages, 0), memory_(stages, 0), bubble_(stages, 0), order_(stages) {
+    for (auto& stage_order : order_) stage_order.reserve(3 * microbatches);
+  }
 
   absl::Status Run();
   // The longest rank span, first F start to last W end (upstream's
@@ -50,7 +54,9 @@ class ZeroBubbleGreedy {
   const std::vector<std::vector<std::pair<Phase, int>>>& order() const { return order_; }
 
  private:
-  int& End(Phase phase, int stage, int mb) { return end_[phase][stage * m_ + mb]; }
+  // Microbatch-major: a round touches every stage at about one microbatch.
+  int& End(Phase phase, int stage, int mb) { return end_[phase][mb * p_ + stage]; }
+  int End(Phase phase, int stage, int mb) const { return end_[phase][mb * p_ + stage]; }
   int Count(Phase phase, int stage) const { return count_[phase][stage]; }
   void Put(int stage, Phase phase);
   void Warmup();
@@ -62,7 +68,7 @@ class ZeroBubbleGreedy {
   const int p_, m_, max_memory_;
   const Flags flags_;
   std::vector<std::vector<int>> count_;  // [phase][stage]: placed so far
-  std::vector<std::vector<int>> end_;    // [phase][stage*m + mb]: end time
+  std::vector<std::vector<int>> end_;    // [phase][mb*p + stage]: end time
   std::vector<int> free_at_;             // [stage]: end of its last action
   std::vector<int> memory_;              // [stage]: live activation units
   std::vector<int> bubble_;              // [stage]: idle time after its first F
@@ -213,22 +219,19 @@ absl::Status ZeroBubbleGreedy::Run() {
 int ZeroBubbleGreedy::LongestSpan() const {
   int longest = 0;
   for (int j = 0; j < p_; ++j) {
-    const int first_f_end = end_[kForward][j * m_];
-    const int last_w_end = end_[kWeight][j * m_ + m_ - 1];
+    const int first_f_end = End(kForward, j, 0);
+    const int last_w_end = End(kWeight, j, m_ - 1);
     longest = std::max(longest, last_w_end - first_f_end + kCost);
   }
   return longest;
 }
 
+using StageOrders = std::vector<std::vector<std::pair<Phase, int>>>;
+
 // Runs all eight flag combinations in upstream's order and keeps the first
 // with the shortest longest span.
-absl::StatusOr<Schedule> GenerateWithCap(absl::string_view name, int pp, int microbatches,
-                                  int stages_per_rank, int max_memory) {
-  if (stages_per_rank != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ": stages per rank must be 1 (one stage per rank), got ", stages_per_rank));
-  }
-  std::vector<std::vector<std::pair<Phase, int>>> best;
+absl::StatusOr<StageOrders> BestOrder(int pp, int microbatches, int max_memory) {
+  StageOrders best;
   int best_span = 0;
   for (bool allow_bubble : {true, false}) {
     for (bool prioritize : {true, false}) {
@@ -242,6 +245,16 @@ absl::StatusOr<Schedule> GenerateWithCap(absl::string_view name, int pp, int mic
       }
     }
   }
+  return best;
+}
+
+absl::StatusOr<Schedule> GenerateWithCap(absl::string_view name, int pp, int microbatches,
+                                         int stages_per_rank, int max_memory) {
+  if (stages_per_rank != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": stages per rank must be 1 (one stage per rank), got ", stages_per_rank));
+  }
+  ASSIGN_OR_RETURN(const StageOrders orders, BestOrder(pp, microbatches, max_memory));
   Schedule s;
   s.name = std::string(name);
   s.pp = pp;
@@ -253,8 +266,8 @@ absl::StatusOr<Schedule> GenerateWithCap(absl::string_view name, int pp, int mic
   constexpr std::array<ActionKind, 3> kKinds = {ActionKind::kForward, ActionKind::kBackwardInput,
                                                 ActionKind::kBackwardWeight};
   for (int stage = 0; stage < pp; ++stage) {
-    s.ranks[stage].reserve(best[stage].size());
-    for (const auto& [phase, mb] : best[stage]) {
+    s.ranks[stage].reserve(orders[stage].size());
+    for (const auto& [phase, mb] : orders[stage]) {
       s.ranks[stage].push_back(Action::Make(kKinds[phase], stage, mb));
     }
   }

@@ -12,9 +12,10 @@
 // 2*pp for ZB-H2. Example, pp 4, m 8, rank 1 of ZB-H1:
 //   1F0 1F1 1F2 1I0 1F3 1I1 1W0 1F4 1I2 1W1 ... 1I7 1W6 1W7
 //
-// Unit-cost figures (tests/testing/unit_cost_replay.h): ZB-H1 makespan
-// 3m + p - 1 for m >= p, peak p units; ZB-H2 rank span 3m for m >= 2p - 1,
-// peak min(m, 2p) units.
+// Unit-cost figures (tests/testing/unit_cost_replay.h): both have makespan
+// 3m + p - 1 for m >= p (a bubble of (p-1)(F+I-W)); ZB-H1 peaks at min(m, p)
+// units; ZB-H2 at min(m, 2p), and each rank's span (first F to last W) is
+// exactly its 3m of work for m >= 2p - 1.
 //
 // Both accept any pp >= 1 and microbatches >= 1. Thread-safe (pure).
 #ifndef JITPIPE_SCHEDULER_GENERATORS_ZERO_BUBBLE_H_H_
