@@ -180,8 +180,11 @@ class ImplicitMemory {
   std::vector<State> before_;  // [s]: the state before slot s
 };
 
-// Walks `ops` in order and moves each movable one to the earliest fitting
-// slot. Memory is ExplicitMemory or ImplicitMemory.
+// Walks the operations in slot order through upstream's three phases
+// (warmup, steady, cooldown) and moves each movable one to the earliest free
+// slot after its dependencies where `Memory` (ExplicitMemory or
+// ImplicitMemory) stays within the peak of the input. Kept in one piece
+// because the phase switch and the move share the walk's state.
 template <typename Memory>
 absl::StatusOr<Slots> SqueezeWith(Slots slots, bool warmup_moves) {
   const int microbatches = static_cast<int>(slots[0][kF0].size());
@@ -198,7 +201,7 @@ absl::StatusOr<Slots> SqueezeWith(Slots slots, bool warmup_moves) {
   enum { kWarmup, kSteady, kCooldown } phase = kWarmup;
   for (const Op& op : OpsInSlotOrder(slots)) {
     if (phase == kWarmup && op.type == kI0 && op.rank == 0) phase = kSteady;
-    bool fixed = phase == kSteady || (phase == kWarmup && !warmup_moves);
+    const bool fixed = phase == kSteady || (phase == kWarmup && !warmup_moves);
     if (phase == kSteady && op.type == kF0 && op.mb == microbatches - 1) phase = kCooldown;
     std::vector<char>& rank_taken = taken[op.rank];
     int to = op.slot;
