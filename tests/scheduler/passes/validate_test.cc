@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/ir/schedule_csv.h"
 #include "scheduler/passes/grid_report.h"
+#include "scheduler/passes/lower.h"
 #include "tests/testing/conformance.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
@@ -237,6 +238,25 @@ TEST_P(ValidateConformanceTest, PytorchLoweringsAreDeadlockFree) {
   if (checked == 0) GTEST_SKIP() << "no lowering in this file";
 }
 
+// PyTorch's compute orders lowered by Lower(): with early receives
+// (PyTorch's own placement) they run under relaxed semantics; with receives
+// just in time (the default) under strict semantics too.
+TEST_P(ValidateConformanceTest, LoweredComputeOrdersAreDeadlockFree) {
+  nlohmann::json d = ReadTestdataJson("conformance/pytorch/" + GetParam() + ".json");
+  if (d.contains("error")) GTEST_SKIP() << "PyTorch refuses these parameters";
+  const std::string source = d["schedule"] == "GPipe" ? "ranks_before_reduce_grad"
+                             : d["schedule"] == "1F1B" ? "ranks_runtime_equivalent"
+                                                       : "ranks";
+  ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleCsv(CsvFromJson(d[source])));
+  ASSERT_OK_AND_ASSIGN(Schedule jit, Lower(s));
+  EXPECT_OK(Validate(jit));
+  EXPECT_OK(Validate(jit, kStrict));
+  LowerOptions early_receives;
+  early_receives.recv = RecvPlacement::kEarly;
+  ASSERT_OK_AND_ASSIGN(Schedule early, Lower(s, early_receives));
+  EXPECT_OK(Validate(early));
+}
+
 INSTANTIATE_TEST_SUITE_P(Pytorch, ValidateConformanceTest,
                          ::testing::ValuesIn(PytorchConformanceNames()));
 
@@ -253,6 +273,20 @@ TEST(ValidateTest, TorchtitanLoweredExampleNeedsRelaxedSemantics) {
             "deadlock under strict rendezvous semantics: wait cycle 0 -> 1 -> 0: rank 0 at index "
             "5 (0SEND_F1) waits for rank 1 to post 1RECV_F1 (index 5); rank 1 at index 4 "
             "(1SEND_F0) waits for rank 0 to post 2RECV_F0 (index 6)");
+}
+
+TEST(ValidateTest, RealComputeOnlyFilesValidateAfterTheDefaultLowering) {
+  for (const char* file : {"torchtitan_4-rank.csv", "dualpipev_4rank_10mb.csv",
+                           "zb1p_2rank_2stagep_compute.csv"}) {
+    ASSERT_OK_AND_ASSIGN(Schedule s,
+                         ParseScheduleCsv(ReadTestdata(std::string("conformance/real/") + file),
+                                          CsvReadOptions{.legacy_backward_names = true}));
+    ASSERT_FALSE(s.lowered) << file;
+    EXPECT_OK(Validate(s)) << file;
+    ASSERT_OK_AND_ASSIGN(Schedule lowered, Lower(s));
+    EXPECT_OK(Validate(lowered)) << file;
+    EXPECT_OK(Validate(lowered, kStrict)) << file;
+  }
 }
 
 }  // namespace
