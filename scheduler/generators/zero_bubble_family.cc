@@ -5,9 +5,9 @@
 
 namespace jitpipe {
 
-// Aliases are the names the schedules go by in sail-sg's and DeepSeek's
-// repositories. "ZB1P" is left out: PyTorch's artifacts use it for the
-// interleaved zero-bubble schedule.
+// Aliases: ZBH1/ZBH2, and ZB-1P/ZB-2P as the zero-bubble paper calls the two
+// memory settings; VHalf, VMin. "ZB1P" is left out: PyTorch's artifacts use
+// it for the interleaved zero-bubble schedule (interleaved-zb).
 std::vector<GeneratorInfo> ZeroBubbleFamily() {
   return {
       {"zb-h1", {"ZBH1", "ZB-1P"}, 1,
