@@ -114,12 +114,16 @@ void ChromeTraceWriter::Fail(absl::string_view ph, absl::string_view name, absl:
                                                     "\", name ", JsonQuote(name), "): ", what));
 }
 
+bool ChromeTraceWriter::CheckFiniteNonNegative(double us, absl::string_view field,
+                                               absl::string_view ph, absl::string_view name) {
+  if (std::isfinite(us) && us >= 0) return true;
+  Fail(ph, name, absl::StrCat(field, " is ", us, "; times must be finite and >= 0"));
+  return false;
+}
+
 bool ChromeTraceWriter::ToNanos(double us, absl::string_view field, absl::string_view ph,
                                 absl::string_view name, int64_t* nanos) {
-  if (!std::isfinite(us) || us < 0) {
-    Fail(ph, name, absl::StrCat(field, " is ", us, "; times must be finite and >= 0"));
-    return false;
-  }
+  if (!CheckFiniteNonNegative(us, field, ph, name)) return false;
   double written = us + options_.ts_offset_us;
   if (written > kMaxTraceTimeUs) {
     Fail(ph, name,
@@ -206,7 +210,7 @@ void ChromeTraceWriter::AddSlice(const TraceSlice& slice) {
   int64_t ts = 0, end = 0;
   if (!CheckTrack(slice.pid, slice.tid, "X", slice.name) ||
       !ToNanos(slice.ts_us, "ts_us", "X", slice.name, &ts) ||
-      !ToNanos(slice.dur_us, "dur_us", "X", slice.name, &end) ||
+      !CheckFiniteNonNegative(slice.dur_us, "dur_us", "X", slice.name) ||
       !ToNanos(slice.ts_us + slice.dur_us, "ts_us + dur_us", "X", slice.name, &end)) {
     return;
   }

@@ -11,9 +11,10 @@
 //
 //   {"traceEvents":[
 //   {"name":"process_name","cat":"__metadata","ph":"M","ts":0,"pid":0,"tid":0,"args":{"name":"rank 0"}},
-//   {"name":"0F1","cat":"compute","ph":"X","ts":3.5,"dur":2,"pid":0,"tid":1,"args":{"mb":1}},
-//   {"name":"1SEND_F1","cat":"p2p","ph":"X","ts":5.5,"dur":0.25,"pid":0,"tid":2},
+//   {"name":"0F1","cat":"compute","ph":"X","ts":3.5,"pid":0,"tid":1,"dur":2,"args":{"mb":1}},
+//   {"name":"0SEND_F1","cat":"p2p","ph":"X","ts":5.5,"pid":0,"tid":2,"dur":0.25},
 //   {"name":"act s0->s1 mb1","cat":"p2p","ph":"s","ts":5.5,"pid":0,"tid":2,"id":7},
+//   {"name":"mem.activations","cat":"memory","ph":"C","ts":5.5,"pid":0,"tid":0,"args":{"bytes":1048576}},
 //   ...
 //   ],
 //   "otherData":{"format":"jitpipe.trace","version":1,"ts_offset_us":1,...caller metadata}}
@@ -36,10 +37,12 @@
 // replaced by U+FFFD (never an error).
 //
 // Errors are sticky, as in leveldb's TableBuilder: Add*/Set* return nothing;
-// the first invalid event (or sink failure) is kept in status(), that event
-// and all later calls are dropped, and Finish() returns the error without
-// producing the file. Messages name the event by its index in traceEvents:
-//   trace event 12 (ph "X", name "0F1"): dur_us is nan
+// the first invalid event is kept in status(), that event and all later
+// calls are dropped, and Finish() returns the error without producing the
+// file. Messages name the event by the index it would have had in
+// traceEvents:
+//   trace event 12 (ph "X", name "0F1"): dur_us is nan; times must be finite and >= 0
+// Failures of the file itself (disk full) surface in Finish() as Unavailable.
 // The writer checks each event on its own. Rules that span events (strict
 // nesting per thread, each flow start matched by one end) are the caller's;
 // CheckChromeTrace (trace_checker.h) verifies them on a finished trace.
@@ -80,7 +83,8 @@ inline constexpr int64_t kMaxTraceFlowId = (int64_t{1} << 53) - 1;
 
 // One entry of an event's "args" object. A TraceArg is a view: the key and a
 // string value are borrowed for the duration of the call that takes it.
-// Numbers must be finite. Keys should be unique within one event.
+// Integers are written as int64 (an unsigned value above INT64_MAX wraps);
+// doubles must be finite. Keys should be unique within one event.
 class TraceArg {
  public:
   enum class Kind { kInt, kDouble, kBool, kString };
@@ -245,7 +249,10 @@ class ChromeTraceWriter {
   ChromeTraceWriter(std::unique_ptr<Sink> sink, const ChromeTraceOptions& options);
 
   bool Accepting() const;
-  // Validates and converts a caller time to written nanoseconds.
+  bool CheckFiniteNonNegative(double us, absl::string_view field, absl::string_view ph,
+                              absl::string_view name);
+  // Validates a caller time and converts it to written nanoseconds (offset
+  // added, rounded).
   bool ToNanos(double us, absl::string_view field, absl::string_view ph, absl::string_view name,
                int64_t* nanos);
   bool CheckTrack(int pid, int tid, absl::string_view ph, absl::string_view name);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "base/json_document.h"
 #include "traces/trace_rules.h"
 
@@ -78,6 +79,21 @@ class StreamingContainer {
   int element_depth_ = -1;
 };
 
+// nlohmann's messages quote the input they stopped at; bytes outside
+// printable ASCII are shown as <XX> so that a message is valid UTF-8.
+std::string Printable(absl::string_view text) {
+  std::string out;
+  for (char c : text) {
+    unsigned char byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f) {
+      out.push_back(c);
+    } else {
+      absl::StrAppend(&out, absl::StrFormat("<%02X>", byte));
+    }
+  }
+  return out;
+}
+
 absl::Status PrefixPath(const std::string& path, const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat(path, ": ", status.message()));
 }
@@ -127,8 +143,9 @@ absl::StatusOr<ChromeTraceSummary> ReadAndCheckChromeTrace(const std::string& pa
     // e.what() is "[json.exception.parse_error.101] parse error at line 1, ..."
     std::string what = e.what();
     size_t bracket = what.find("] ");
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": invalid JSON: ", bracket == std::string::npos ? what : what.substr(bracket + 2)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": invalid JSON: ",
+                     Printable(bracket == std::string::npos ? what : what.substr(bracket + 2))));
   }
   if (in.bad()) return absl::UnavailableError(absl::StrCat(path, ": read error"));
   if (absl::Status container_status = container.Result(); !container_status.ok()) {

@@ -241,6 +241,11 @@ TEST(TraceCheckerTest, ReadingReportsFilesAndSyntaxByPath) {
             dir + "/syntax.json: invalid JSON: parse error at line 2, column 7: syntax error "
                   "while parsing value - unexpected '}'; expected '[', '{', or a literal");
 
+  WriteTextFile(dir + "/utf8.json", "[{\"name\":\"a\xFF\"}]");
+  EXPECT_EQ(Message(ReadAndCheckChromeTrace(dir + "/utf8.json")),
+            dir + "/utf8.json: invalid JSON: parse error at line 1, column 12: syntax error while "
+                  "parsing value - invalid string: ill-formed UTF-8 byte; last read: '\"a<FF>'");
+
   WriteTextFile(dir + "/object.json", R"({"events":[]})");
   EXPECT_EQ(Message(ReadAndCheckChromeTrace(dir + "/object.json")),
             dir + "/object.json: a trace is a JSON array of events or an object with a "
