@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -169,6 +170,9 @@ struct BadEventCase {
   void (*add)(ChromeTraceWriter&);
   std::string message;
 };
+
+// gtest prints the label instead of the struct's bytes.
+void PrintTo(const BadEventCase& bad, std::ostream* os) { *os << bad.label; }
 
 class ChromeTraceWriterRejectsTest : public ::testing::TestWithParam<BadEventCase> {};
 

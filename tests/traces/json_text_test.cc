@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <ostream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -20,6 +21,8 @@ struct StringCase {
   std::string input;
   std::string expected;
 };
+
+void PrintTo(const StringCase& c, std::ostream* os) { *os << ::testing::PrintToString(c.input); }
 
 class JsonStringTest : public ::testing::TestWithParam<StringCase> {};
 

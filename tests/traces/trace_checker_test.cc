@@ -1,5 +1,6 @@
 #include "traces/trace_checker.h"
 
+#include <ostream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -64,6 +65,9 @@ struct BadTrace {
   std::string events;  // the text inside "traceEvents":[...]
   std::string message;
 };
+
+// gtest prints the label instead of the struct's bytes.
+void PrintTo(const BadTrace& bad, std::ostream* os) { *os << bad.label; }
 
 class TraceCheckerRejectsTest : public ::testing::TestWithParam<BadTrace> {};
 
