@@ -18,7 +18,7 @@
 //          1  [b b]   [d d d]    b, c, d reuse the bytes a or b freed
 //
 // Cost, for n intervals over T time points: by size and by duration,
-// O(n log T) operations on an OccupancyTree, each proportional to the number
+// O(n log T) operations on an OccupancyTree per pass, each proportional to the number
 // of separate occupied byte ranges in the part of the slab it looks at; by
 // start, a sweep over time with a free list, O(n) operations each
 // proportional to the number of free gaps at that time. Both counts stay
@@ -75,9 +75,20 @@ enum class PlacementOrder {
   kStart,
 };
 
+inline constexpr int kDefaultRefineRounds = 4;
+
 // Greedy best fit in the given order. name(): "greedy-by-size",
 // "greedy-by-duration" or "greedy-by-start".
-std::unique_ptr<ArenaAlgorithm> MakeGreedyBestFit(PlacementOrder order);
+//
+// By size and by duration are refined by up to `refine_rounds` further
+// passes while the arena exceeds the peak live bytes (squeaky-wheel
+// optimisation): each pass moves the intervals the previous layout put above
+// the peak line to the front of the order, keeping their relative order and
+// that of the rest, and places everything again. The first pass that does
+// not beat the best layout so far ends the refinement.
+// kStart ignores `refine_rounds`: its order is what makes it a sweep.
+std::unique_ptr<ArenaAlgorithm> MakeGreedyBestFit(PlacementOrder order,
+                                                  int refine_rounds = kDefaultRefineRounds);
 
 // Runs `algorithms` in turn and returns the layout with the smallest arena
 // (the earlier one on a tie), as XLA's ChooseBestHeapAlgorithm. Stops as soon

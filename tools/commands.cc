@@ -9,6 +9,7 @@ const std::vector<Command>& AllCommands() {
       ValidateCommand(),
       LowerCommand(),
       GenerateCommand(),
+      PlanCommand(),
   };
   return *commands;
 }

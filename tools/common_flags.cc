@@ -7,6 +7,8 @@ ABSL_FLAG(std::string, output, "", "write the result to this file (.json or .csv
 ABSL_FLAG(bool, json, false, "print the result as JSON");
 ABSL_FLAG(bool, legacy_names, false,
           "read CSV files with the old zero-bubble names (B = input backward, W = weight)");
+ABSL_FLAG(std::string, model, "", "the cost model file (jitpipe.model JSON)");
+ABSL_FLAG(std::string, trace, "", "write a Chrome trace (Perfetto, chrome://tracing) to this file");
 
 namespace jitpipe::cli {
 

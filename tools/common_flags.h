@@ -11,6 +11,8 @@
 ABSL_DECLARE_FLAG(std::string, output);
 ABSL_DECLARE_FLAG(bool, json);
 ABSL_DECLARE_FLAG(bool, legacy_names);
+ABSL_DECLARE_FLAG(std::string, model);
+ABSL_DECLARE_FLAG(std::string, trace);
 
 namespace jitpipe::cli {
 

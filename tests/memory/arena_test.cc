@@ -25,9 +25,10 @@ const std::vector<LiveInterval> kSix = {{256, 0, 0}, {128, 0, 3}, {128, 0, 1},
 // Peak live: 448 at time 3 (1 + 2 + 3).
 const std::vector<LiveInterval> kFour = {{192, 0, 1}, {192, 1, 3}, {128, 2, 3}, {128, 3, 3}};
 
+// One greedy pass, without refinement.
 ArenaLayout Place(PlacementOrder order, const std::vector<LiveInterval>& intervals,
                   int num_times) {
-  return MakeGreedyBestFit(order)->Place(intervals, num_times, 64);
+  return MakeGreedyBestFit(order, /*refine_rounds=*/0)->Place(intervals, num_times, 64);
 }
 
 TEST(ArenaTest, BySizeTakesTheSmallestGapThatFits) {
@@ -66,10 +67,32 @@ TEST(ArenaTest, ByDurationCanBeatBySize) {
   EXPECT_OK(VerifyArenaLayout(kFour, by_duration, 64));
 }
 
+TEST(ArenaTest, RefinementPlacesTheIntervalsAboveThePeakFirst) {
+  // id: bytes [start, end]: 0: 128 [1,2]  1: 192 [0,0]  2: 128 [0,3]  3: 128 [1,2]
+  // Peak live: 384 at times 1 and 2 (0 + 2 + 3).
+  const std::vector<LiveInterval> intervals = {{128, 1, 2}, {192, 0, 0}, {128, 0, 3}, {128, 1, 2}};
+  // By size (1 0 2 3): 1 -> 0; 0 -> 0; 2 over 1, 0 -> 192; 3 over 0 [0,128)
+  // and 2 [192,320): the gap [128,192) is too small -> 320: 448 bytes.
+  ArenaLayout greedy = Place(PlacementOrder::kDecreasingSize, intervals, 4);
+  EXPECT_THAT(greedy.offsets, ElementsAre(0, 0, 192, 320));
+  // Round 1 places 3, the one above the peak line, first (3 1 0 2): 3 -> 0,
+  // 1 -> 0, 0 -> 128, 2 over [0,256) -> 256: 384 bytes, the peak. Round 2
+  // would not run: the peak is reached.
+  ArenaLayout refined =
+      MakeGreedyBestFit(PlacementOrder::kDecreasingSize, 4)->Place(intervals, 4, 64);
+  EXPECT_THAT(refined.offsets, ElementsAre(128, 0, 256, 0));
+  EXPECT_EQ(refined.arena_bytes, 384);
+  EXPECT_OK(VerifyArenaLayout(intervals, refined, 64));
+  // A round that does not beat the best ends the refinement: kFour stays at
+  // 512 bytes by size (its first round gives 512 again).
+  EXPECT_EQ(MakeGreedyBestFit(PlacementOrder::kDecreasingSize, 4)->Place(kFour, 4, 64).arena_bytes,
+            512);
+}
+
 TEST(ArenaTest, ChooseBestArenaKeepsTheSmallestAndStopsAtTheLowerBound) {
-  std::unique_ptr<ArenaAlgorithm> size = MakeGreedyBestFit(PlacementOrder::kDecreasingSize);
+  std::unique_ptr<ArenaAlgorithm> size = MakeGreedyBestFit(PlacementOrder::kDecreasingSize, 0);
   std::unique_ptr<ArenaAlgorithm> duration =
-      MakeGreedyBestFit(PlacementOrder::kDecreasingDuration);
+      MakeGreedyBestFit(PlacementOrder::kDecreasingDuration, 0);
   const ArenaAlgorithm* const both[] = {size.get(), duration.get()};
   EXPECT_EQ(ChooseBestArena(both, kFour, 4, 64, 0).algorithm, "greedy-by-duration");
   EXPECT_EQ(ChooseBestArena(both, kSix, 4, 64, 0).algorithm, "greedy-by-size");

@@ -1,0 +1,227 @@
+// The placement algorithms behind MakeGreedyBestFit (arena.h).
+#include <algorithm>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "memory/arena.h"
+#include "memory/occupancy_tree.h"
+
+namespace jitpipe {
+namespace {
+
+// Peak live bytes of the intervals (the no-fragmentation lower bound).
+int64_t PeakLive(absl::Span<const LiveInterval> intervals, int num_times) {
+  std::vector<int64_t> delta(num_times + 1, 0);
+  for (const LiveInterval& in : intervals) {
+    delta[in.start] += in.bytes;
+    delta[in.end + 1] -= in.bytes;
+  }
+  int64_t live = 0, peak = 0;
+  for (int t = 0; t < num_times; ++t) peak = std::max(peak, live += delta[t]);
+  return peak;
+}
+
+// Best fit over an OccupancyTree in a sort order, refined by squeaky-wheel
+// rounds: the intervals a layout had to put above the peak line go first
+// in the next round.
+class OrderedBestFit : public ArenaAlgorithm {
+ public:
+  OrderedBestFit(PlacementOrder order, int refine_rounds)
+      : order_(order), refine_rounds_(refine_rounds) {}
+
+  absl::string_view name() const override {
+    return order_ == PlacementOrder::kDecreasingSize ? "greedy-by-size" : "greedy-by-duration";
+  }
+
+  ArenaLayout Place(absl::Span<const LiveInterval> intervals, int num_times,
+                    int64_t alignment) const override {
+    std::vector<int> ids = SortedIds(intervals);
+    ArenaLayout best = PlaceInOrder(intervals, num_times, alignment, ids);
+    const int64_t peak = refine_rounds_ > 0 ? PeakLive(intervals, num_times) : 0;
+    ArenaLayout last = best;
+    for (int round = 0; round < refine_rounds_ && best.arena_bytes > peak; ++round) {
+      std::stable_partition(ids.begin(), ids.end(), [&](int id) {
+        return last.offsets[id] + intervals[id].bytes > peak;
+      });
+      last = PlaceInOrder(intervals, num_times, alignment, ids);
+      if (last.arena_bytes >= best.arena_bytes) break;
+      best = last;
+    }
+    return best;
+  }
+
+ private:
+  ArenaLayout PlaceInOrder(absl::Span<const LiveInterval> intervals, int num_times,
+                           int64_t alignment, const std::vector<int>& ids) const {
+    ArenaLayout layout;
+    layout.algorithm = std::string(name());
+    layout.offsets.assign(intervals.size(), 0);
+    if (num_times <= 0) return layout;
+    OccupancyTree tree(num_times);
+    for (int id : ids) {
+      const LiveInterval& in = intervals[id];
+      const int64_t offset = tree.BestFit(in.start, in.end, in.bytes, alignment);
+      tree.Occupy(in.start, in.end, offset, in.bytes);
+      layout.offsets[id] = offset;
+      layout.arena_bytes = std::max(layout.arena_bytes, offset + in.bytes);
+    }
+    return layout;
+  }
+
+  // The ids of the non-empty intervals in the sort order.
+  std::vector<int> SortedIds(absl::Span<const LiveInterval> intervals) const {
+    std::vector<int> ids;
+    ids.reserve(intervals.size());
+    for (int id = 0; id < static_cast<int>(intervals.size()); ++id) {
+      if (intervals[id].bytes > 0) ids.push_back(id);
+    }
+    auto duration = [&](int id) { return intervals[id].end - intervals[id].start; };
+    auto bytes = [&](int id) { return intervals[id].bytes; };
+    if (order_ == PlacementOrder::kDecreasingSize) {
+      std::sort(ids.begin(), ids.end(), [&](int a, int b) {
+        return bytes(a) != bytes(b) ? bytes(a) > bytes(b) : a < b;
+      });
+    } else {
+      std::sort(ids.begin(), ids.end(), [&](int a, int b) {
+        if (duration(a) != duration(b)) return duration(a) > duration(b);
+        return bytes(a) != bytes(b) ? bytes(a) > bytes(b) : a < b;
+      });
+    }
+    return ids;
+  }
+
+  PlacementOrder order_;
+  int refine_rounds_;
+};
+
+// Free byte ranges of the slab at the current time, sorted by offset; the
+// last one is [top, kUnbounded). Few in a tight packing, so a flat vector
+// with linear scans beats any node-based set here.
+class FreeList {
+ public:
+  FreeList() : gaps_{{0, kUnbounded}} {}
+
+  // Best fit: the lowest aligned offset of the smallest gap that fits.
+  int64_t Take(int64_t bytes, int64_t alignment) {
+    size_t best = gaps_.size() - 1;
+    int64_t best_size = kUnbounded;
+    for (size_t k = 0; k + 1 < gaps_.size(); ++k) {
+      const int64_t size = gaps_[k].hi - AlignUp(gaps_[k].lo, alignment);
+      if (size >= bytes && size < best_size) {
+        best = k;
+        best_size = size;
+        if (size == bytes) break;
+      }
+    }
+    // The gap becomes [lo, offset) and [offset + bytes, hi); either may be empty.
+    const Gap gap = gaps_[best];
+    const int64_t offset = AlignUp(gap.lo, alignment);
+    const bool below = offset > gap.lo;
+    const bool above = offset + bytes < gap.hi;
+    if (below && above) {
+      gaps_[best].hi = offset;
+      gaps_.insert(gaps_.begin() + best + 1, Gap{offset + bytes, gap.hi});
+    } else if (below) {
+      gaps_[best].hi = offset;
+    } else if (above) {
+      gaps_[best].lo = offset + bytes;
+    } else {
+      gaps_.erase(gaps_.begin() + best);
+    }
+    return offset;
+  }
+
+  void Release(int64_t lo, int64_t hi) {
+    auto next = std::lower_bound(gaps_.begin(), gaps_.end(), lo,
+                                 [](const Gap& g, int64_t value) { return g.lo < value; });
+    const bool join_prev = next != gaps_.begin() && std::prev(next)->hi == lo;
+    const bool join_next = next != gaps_.end() && next->lo == hi;
+    if (join_prev && join_next) {
+      std::prev(next)->hi = next->hi;
+      gaps_.erase(next);
+    } else if (join_prev) {
+      std::prev(next)->hi = hi;
+    } else if (join_next) {
+      next->lo = lo;
+    } else {
+      gaps_.insert(next, Gap{lo, hi});
+    }
+  }
+
+ private:
+  static constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
+  struct Gap {
+    int64_t lo;
+    int64_t hi;
+  };
+  std::vector<Gap> gaps_;
+};
+
+// Best fit in order of start time (ties by id): the intervals overlapping
+// one being placed are exactly those still live at its start, so a sweep
+// over time with a free list is the whole algorithm.
+class StartOrderBestFit : public ArenaAlgorithm {
+ public:
+  absl::string_view name() const override { return "greedy-by-start"; }
+
+  ArenaLayout Place(absl::Span<const LiveInterval> intervals, int num_times,
+                    int64_t alignment) const override {
+    ArenaLayout layout;
+    layout.algorithm = std::string(name());
+    layout.offsets.assign(intervals.size(), 0);
+    const Buckets starting = BucketIds(intervals, num_times, &LiveInterval::start);
+    const Buckets ending = BucketIds(intervals, num_times, &LiveInterval::end);
+    FreeList free_list;
+    for (int t = 0; t < num_times; ++t) {
+      // Intervals that ended at t - 1 are free at t; those starting at t are live.
+      if (t > 0) {
+        for (int k = ending.first[t - 1]; k < ending.first[t]; ++k) {
+          const int id = ending.ids[k];
+          free_list.Release(layout.offsets[id], layout.offsets[id] + intervals[id].bytes);
+        }
+      }
+      for (int k = starting.first[t]; k < starting.first[t + 1]; ++k) {
+        const int id = starting.ids[k];
+        const int64_t offset = free_list.Take(intervals[id].bytes, alignment);
+        layout.offsets[id] = offset;
+        layout.arena_bytes = std::max(layout.arena_bytes, offset + intervals[id].bytes);
+      }
+    }
+    return layout;
+  }
+
+ private:
+  // The ids of the non-empty intervals grouped by one time field, ascending
+  // within a group: group t is ids[first[t] .. first[t + 1]).
+  struct Buckets {
+    std::vector<int> first;
+    std::vector<int> ids;
+  };
+  static Buckets BucketIds(absl::Span<const LiveInterval> intervals, int num_times,
+                           int32_t LiveInterval::*field) {
+    Buckets b;
+    b.first.assign(num_times + 1, 0);
+    for (const LiveInterval& in : intervals) {
+      if (in.bytes > 0) ++b.first[in.*field + 1];
+    }
+    for (int t = 0; t < num_times; ++t) b.first[t + 1] += b.first[t];
+    b.ids.resize(b.first[num_times]);
+    std::vector<int> next(b.first.begin(), b.first.end() - 1);
+    for (int id = 0; id < static_cast<int>(intervals.size()); ++id) {
+      if (intervals[id].bytes > 0) b.ids[next[intervals[id].*field]++] = id;
+    }
+    return b;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ArenaAlgorithm> MakeGreedyBestFit(PlacementOrder order, int refine_rounds) {
+  if (order == PlacementOrder::kStart) return std::make_unique<StartOrderBestFit>();
+  return std::make_unique<OrderedBestFit>(order, refine_rounds);
+}
+
+}  // namespace jitpipe

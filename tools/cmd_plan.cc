@@ -1,0 +1,223 @@
+// jitpipe plan FILE --model MODEL: per-rank memory of a lowered schedule.
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/json_document.h"
+#include "memory/memory_plan.h"
+#include "scheduler/ir/model.h"
+#include "scheduler/passes/lower.h"
+#include "tools/commands.h"
+#include "tools/common_flags.h"
+#include "tools/memory_trace.h"
+#include "traces/chrome_trace_writer.h"
+
+ABSL_FLAG(std::string, policy, "jit",
+          "memory policy: jit (receive buffers at their RECV, sent outputs freed when sent) or "
+          "eager (PyTorch's released runtime: everything received or sent held all step)");
+ABSL_FLAG(int, prefetch, 0,
+          "jit only: allocate each receive buffer this many compute actions before its consumer");
+ABSL_FLAG(int, map, -1, "also print this rank's buffers and an ASCII map of its arena");
+
+namespace jitpipe::cli {
+namespace {
+
+// What the table and --json show for one rank.
+struct RankRow {
+  int rank = 0;
+  int64_t peak = 0;  // under --policy
+  int peak_index = -1;
+  std::string peak_action;
+  int64_t jit_peak = 0;
+  int64_t eager_peak = 0;
+  int64_t lower_bound = 0;
+  int64_t arena = 0;
+  std::string arena_algorithm;
+  size_t buffers = 0;
+};
+
+std::string Bytes(int64_t bytes) {
+  constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  double value = static_cast<double>(bytes) / 1024;
+  int unit = 0;
+  while (value >= 1024 && unit < 3) {
+    value /= 1024;
+    ++unit;
+  }
+  return absl::StrFormat("%.2f %s", value, kUnits[unit]);
+}
+
+double Ratio(int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / b : 1.0; }
+
+absl::StatusOr<PlanOptions> OptionsFromFlags() {
+  PlanOptions options;
+  const std::string policy = absl::GetFlag(FLAGS_policy);
+  absl::StatusOr<MemoryPolicy> parsed = ParseMemoryPolicy(policy);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--policy must be jit or eager, not \"", policy, "\""));
+  }
+  options.policy = *parsed;
+  options.prefetch = absl::GetFlag(FLAGS_prefetch);
+  if (absl::Status valid = ValidatePlanOptions(options); !valid.ok()) return valid;
+  return options;
+}
+
+// Plans one rank under `options` (with its arena) and the other policy's
+// peak, filling the row. `plan` receives the full plan for --map / --trace.
+absl::Status PlanRank(const Schedule& schedule, const Model& model, int rank,
+                      const PlanOptions& options, RankRow& row, RankMemoryPlan& plan) {
+  absl::StatusOr<RankMemoryPlan> main = PlanRankMemory(schedule, model, rank, options);
+  if (!main.ok()) return main.status();
+  plan = *std::move(main);
+  PlanOptions other;
+  other.arena = false;
+  other.policy = options.policy == MemoryPolicy::kJit ? MemoryPolicy::kEager : MemoryPolicy::kJit;
+  absl::StatusOr<RankMemoryPlan> second = PlanRankMemory(schedule, model, rank, other);
+  if (!second.ok()) return second.status();
+  const bool jit = options.policy == MemoryPolicy::kJit;
+  row = RankRow{.rank = rank,
+                .peak = plan.peak.bytes,
+                .peak_index = plan.peak.index,
+                .peak_action = plan.peak_action,
+                .jit_peak = jit ? plan.peak.bytes : second->peak.bytes,
+                .eager_peak = jit ? second->peak.bytes : plan.peak.bytes,
+                .lower_bound = plan.lower_bound.bytes,
+                .arena = plan.arena.arena_bytes,
+                .arena_algorithm = plan.arena.algorithm,
+                .buffers = plan.buffers.buffers.size()};
+  return absl::OkStatus();
+}
+
+const RankRow& WorstRank(const std::vector<RankRow>& rows) {
+  return *std::max_element(rows.begin(), rows.end(), [](const RankRow& a, const RankRow& b) {
+    return a.peak < b.peak;  // the first rank on a tie
+  });
+}
+
+void PrintTable(const std::string& path, const PlanOptions& options,
+                const std::vector<RankRow>& rows) {
+  std::printf("%s: %zu ranks; arena under policy %s%s\n", path.c_str(), rows.size(),
+              std::string(MemoryPolicyName(options.policy)).c_str(),
+              options.prefetch > 0
+                  ? absl::StrCat("; jit peak with prefetch ", options.prefetch).c_str()
+                  : "");
+  std::printf("%4s %12s %12s %9s %12s %12s %10s\n", "rank", "jit peak", "eager peak",
+              "jit/eager", "lower bound", "arena", "arena/peak");
+  for (const RankRow& r : rows) {
+    std::printf("%4d %12s %12s %9.3f %12s %12s %10.3f\n", r.rank, Bytes(r.jit_peak).c_str(),
+                Bytes(r.eager_peak).c_str(), Ratio(r.jit_peak, r.eager_peak),
+                Bytes(r.lower_bound).c_str(), Bytes(r.arena).c_str(), Ratio(r.arena, r.peak));
+  }
+  const RankRow& worst = WorstRank(rows);
+  if (worst.peak_index < 0) {
+    std::printf("worst peak: none (no buffer holds any bytes)\n");
+    return;
+  }
+  const std::string exact = worst.peak >= 1024 ? absl::StrCat(" (", worst.peak, " B)") : "";
+  std::printf("worst peak: rank %d, %s%s at index %d (%s)\n", worst.rank,
+              Bytes(worst.peak).c_str(), exact.c_str(), worst.peak_index,
+              worst.peak_action.c_str());
+}
+
+void PrintJson(const PlanOptions& options, const std::vector<RankRow>& rows) {
+  std::string out = absl::StrCat("{\"policy\": \"", MemoryPolicyName(options.policy),
+                                 "\", \"prefetch\": ", options.prefetch, ", \"ranks\": [");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RankRow& r = rows[i];
+    absl::StrAppend(&out, i > 0 ? ",\n  " : "\n  ", "{\"rank\": ", r.rank,
+                    ", \"peak_bytes\": ", r.peak, ", \"peak_index\": ", r.peak_index,
+                    ", \"peak_action\": ", JsonQuote(r.peak_action),
+                    ", \"lower_bound_bytes\": ", r.lower_bound, ", \"arena_bytes\": ", r.arena,
+                    ", \"fragmentation_bytes\": ", r.arena - r.peak,
+                    ", \"arena_algorithm\": ", JsonQuote(r.arena_algorithm),
+                    ", \"jit_peak_bytes\": ", r.jit_peak, ", \"eager_peak_bytes\": ", r.eager_peak,
+                    ", \"buffers\": ", r.buffers, "}");
+  }
+  absl::StrAppend(&out, "],\n \"worst_rank\": ", WorstRank(rows).rank, "}\n");
+  std::fputs(out.c_str(), stdout);
+}
+
+int RunPlan(const Command& command, const Invocation& invocation) {
+  absl::StatusOr<PlanOptions> options = OptionsFromFlags();
+  if (!options.ok()) return UsageError(command, options.status().message());
+  const std::string model_path = absl::GetFlag(FLAGS_model);
+  if (model_path.empty()) return UsageError(command, "--model MODEL is required");
+  const std::string& path = invocation.positional[0];
+  absl::StatusOr<Schedule> schedule = LoadInputSchedule(path);
+  if (!schedule.ok()) return Fail(command, schedule.status());
+  if (!schedule->lowered) schedule = Lower(*schedule);  // jitpipe lower's defaults
+  if (!schedule.ok()) {
+    return Fail(command, absl::Status(schedule.status().code(),
+                                      absl::StrCat(path, ": ", schedule.status().message())));
+  }
+  absl::StatusOr<Model> model = LoadModel(model_path);
+  if (!model.ok()) return Fail(command, model.status());
+  const int map_rank = absl::GetFlag(FLAGS_map);
+  if (map_rank >= schedule->pp) {
+    return UsageError(command, absl::StrCat("--map ", map_rank, ": the schedule has ranks 0 to ",
+                                            schedule->pp - 1));
+  }
+
+  std::optional<ChromeTraceWriter> trace;
+  if (const std::string trace_path = absl::GetFlag(FLAGS_trace); !trace_path.empty()) {
+    absl::StatusOr<ChromeTraceWriter> writer = ChromeTraceWriter::ToFile(trace_path);
+    if (!writer.ok()) return Fail(command, writer.status());
+    trace.emplace(*std::move(writer));
+    trace->SetMetadata("source", path);
+    trace->SetMetadata("policy", std::string(MemoryPolicyName(options->policy)));
+  }
+  // Ranks one at a time: a plan of a big schedule is dropped once its row,
+  // map and trace tracks are out.
+  std::vector<RankRow> rows(schedule->pp);
+  std::string map;
+  for (int rank = 0; rank < schedule->pp; ++rank) {
+    RankMemoryPlan plan;
+    if (absl::Status s = PlanRank(*schedule, *model, rank, *options, rows[rank], plan); !s.ok()) {
+      return Fail(command, absl::Status(s.code(), absl::StrCat(path, ": ", s.message())));
+    }
+    if (rank == map_rank) {
+      map = absl::StrCat(plan.ToString(), MemoryMap(plan, schedule->ranks[rank]));
+    }
+    if (trace.has_value()) AddPlanToTrace(plan, schedule->ranks[rank], *trace);
+  }
+  if (trace.has_value()) {
+    if (absl::Status s = trace->Finish(); !s.ok()) return Fail(command, s);
+  }
+  if (absl::GetFlag(FLAGS_json)) {
+    PrintJson(*options, rows);
+  } else {
+    PrintTable(path, *options, rows);
+  }
+  std::fputs(map.c_str(), stdout);
+  return kExitOk;
+}
+
+}  // namespace
+
+Command PlanCommand() {
+  return Command{
+      .name = "plan",
+      .synopsis = "plan FILE --model MODEL [--policy jit|eager] [--prefetch K] [--json] "
+                  "[--trace OUT] [--map RANK]",
+      .summary = "Plan the memory of a schedule (a compute-only FILE is lowered first, as "
+                 "jitpipe lower does by default). Per rank: the peak under --policy, "
+                 "the jit and eager peaks side by side, the liveness lower bound (what any "
+                 "placement of the receives must hold) and a static arena with an offset for "
+                 "every buffer (64-byte aligned, best fit). --trace writes a Chrome trace with "
+                 "a memory counter per rank and category over program index; --map prints one "
+                 "rank's buffers and an ASCII map of its arena.",
+      .flags = {"model", "policy", "prefetch", "json", "trace", "map", "legacy_names"},
+      .min_positional = 1,
+      .max_positional = 1,
+      .run = RunPlan,
+  };
+}
+
+}  // namespace jitpipe::cli
