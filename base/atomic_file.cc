@@ -1,6 +1,7 @@
 #include "base/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,6 +27,10 @@ absl::StatusOr<AtomicFile> AtomicFile::Create(std::string path) {
   if (fd < 0) {
     return absl::UnavailableError(absl::StrCat("cannot write ", path, ": ", ErrnoText()));
   }
+  // mkstemp creates 0600; give the file the mode an ordinary open() would.
+  mode_t mask = umask(0);
+  umask(mask);
+  fchmod(fd, 0666 & ~mask);
   std::FILE* file = fdopen(fd, "wb");
   if (file == nullptr) {
     close(fd);
