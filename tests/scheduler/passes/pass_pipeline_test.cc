@@ -1,0 +1,109 @@
+#include "scheduler/passes/pass_pipeline.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/cord.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+
+namespace jitpipe {
+namespace {
+
+using ::jitpipe::testing::Message;
+
+// A pass that appends `tag` to the schedule's name, so the order shows.
+PassFunction Tag(std::string tag) {
+  return [tag](const Schedule& in) -> absl::StatusOr<Schedule> {
+    Schedule out = in;
+    out.name += tag;
+    return out;
+  };
+}
+
+PassPipeline TwoPasses() {
+  PassPipeline pipeline("test");
+  pipeline.AddPass("a", Tag("a")).AddPass("b", Tag("b"));
+  return pipeline;
+}
+
+TEST(PassPipelineTest, RunsThePassesInOrderAndLeavesTheInputAlone) {
+  Schedule input;
+  input.name = "in:";
+  ASSERT_OK_AND_ASSIGN(PipelineResult result, TwoPasses().Run(input));
+  EXPECT_EQ(result.schedule.name, "in:ab");
+  EXPECT_EQ(input.name, "in:");
+  EXPECT_FALSE(result.dumped.has_value());
+  EXPECT_EQ(TwoPasses().PassNames(), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(PassPipelineTest, WithoutPassesReturnsTheInput) {
+  Schedule input;
+  input.name = "x";
+  ASSERT_OK_AND_ASSIGN(PipelineResult result, PassPipeline("empty").Run(input));
+  EXPECT_EQ(result.schedule, input);
+}
+
+TEST(PassPipelineTest, RecordsTheProgramAfterTheNamedPass) {
+  ASSERT_OK_AND_ASSIGN(PipelineResult result, TwoPasses().Run(Schedule{}, {.dump_after = "a"}));
+  ASSERT_TRUE(result.dumped.has_value());
+  EXPECT_EQ(result.dumped->name, "a");
+  EXPECT_EQ(result.schedule.name, "ab");
+}
+
+TEST(PassPipelineTest, RefusesToDumpAnUnknownPass) {
+  absl::StatusOr<PipelineResult> result = TwoPasses().Run(Schedule{}, {.dump_after = "c"});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Message(result), "no pass named \"c\" in the test pipeline; its passes are: a, b");
+}
+
+TEST(PassPipelineTest, AFailingPassIsNamedAndKeepsItsCodeAndPayload) {
+  PassPipeline pipeline("test");
+  pipeline.AddPass("a", Tag("a")).AddPass("b", [](const Schedule&) -> absl::StatusOr<Schedule> {
+    absl::Status status = absl::FailedPreconditionError("not lowered");
+    status.SetPayload("grid", absl::Cord("the grid"));
+    return status;
+  });
+  bool c_ran = false;
+  pipeline.AddPass("c", [&](const Schedule& s) -> absl::StatusOr<Schedule> {
+    c_ran = true;
+    return s;
+  });
+  absl::StatusOr<PipelineResult> result = pipeline.Run(Schedule{});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Message(result), "pass b: not lowered");
+  EXPECT_EQ(result.status().GetPayload("grid"), absl::Cord("the grid"));
+  EXPECT_FALSE(c_ran);
+}
+
+TEST(PassPipelineTest, ChecksInvariantsAfterEveryPassWhenAsked) {
+  std::vector<std::string> checked;
+  PassPipeline pipeline = TwoPasses();
+  pipeline.SetInvariantChecker([&](const Schedule& s) {
+    checked.push_back(s.name);
+    return absl::OkStatus();
+  });
+  PipelineRunOptions options;
+  options.check_invariants = true;
+  ASSERT_OK(pipeline.Run(Schedule{}, options));
+  EXPECT_EQ(checked, (std::vector<std::string>{"a", "ab"}));
+  checked.clear();
+  options.check_invariants = false;
+  ASSERT_OK(pipeline.Run(Schedule{}, options));
+  EXPECT_TRUE(checked.empty());
+}
+
+TEST(PassPipelineTest, AViolatedInvariantIsABugInThatPass) {
+  PassPipeline pipeline = TwoPasses();
+  pipeline.SetInvariantChecker([](const Schedule& s) {
+    return s.name == "ab" ? absl::InvalidArgumentError("rank 0, index 1: bad") : absl::OkStatus();
+  });
+  PipelineRunOptions options;
+  options.check_invariants = true;
+  absl::StatusOr<PipelineResult> result = pipeline.Run(Schedule{}, options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(Message(result), "invariant violated after pass b: rank 0, index 1: bad");
+}
+
+}  // namespace
+}  // namespace jitpipe

@@ -1,0 +1,173 @@
+// End-to-end runs of `jitpipe lower`: outputs, exit codes and messages.
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/conformance.h"
+#include "tests/testing/testdata.h"
+
+namespace jitpipe {
+namespace {
+
+using ::jitpipe::testing::CliResult;
+using ::jitpipe::testing::CsvFromJson;
+using ::jitpipe::testing::MakeTempDir;
+using ::jitpipe::testing::ReadTestdataJson;
+using ::jitpipe::testing::RunCli;
+using ::jitpipe::testing::WriteTextFile;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// Interleaved 1F1B, pp 4, v 2, 8 microbatches: its compute order as a CSV
+// file in `dir`, and the golden data.
+struct Golden {
+  nlohmann::json d;
+  std::string csv;
+};
+
+Golden WriteInterleaved(const std::string& dir) {
+  Golden g{ReadTestdataJson("conformance/pytorch/Interleaved1F1B_pp4_mb8_v2.json"),
+           dir + "/s.csv"};
+  WriteTextFile(g.csv, CsvFromJson(g.d["ranks"]));
+  return g;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "cannot read " << path;
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+TEST(CmdLowerTest, EarlyEqualsPyTorchsAddSendRecv) {
+  const std::string dir = MakeTempDir("lower");
+  const Golden g = WriteInterleaved(dir);
+  CliResult r = RunCli({"lower", g.csv, "--recv", "early", "-o", dir + "/out.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json out = nlohmann::json::parse(ReadFile(dir + "/out.json"));
+  EXPECT_EQ(out["lowered"], true);
+  CliResult csv = RunCli({"convert", dir + "/out.json", "-o", dir + "/out.csv"});
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_EQ(ReadFile(dir + "/out.csv"),
+            CsvFromJson(g.d["ranks_send_recv_only"]));
+}
+
+TEST(CmdLowerTest, FsdpAndReduceGradEqualPyTorchsFullLowering) {
+  const std::string dir = MakeTempDir("lower");
+  const Golden g = WriteInterleaved(dir);
+  CliResult r = RunCli({"lower", g.csv, "--recv=early", "--fsdp", "--reduce-grad", "-o",
+                        dir + "/out.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadFile(dir + "/out.csv"),
+            CsvFromJson(g.d["ranks_with_comms"]));
+}
+
+TEST(CmdLowerTest, JitByDefaultToStdoutAndValidates) {
+  const std::string dir = MakeTempDir("lower");
+  const Golden g = WriteInterleaved(dir);
+  CliResult r = RunCli({"lower", g.csv});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json out = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(out.is_discarded()) << r.out;
+  EXPECT_EQ(out["format"], "jitpipe.schedule");
+  EXPECT_EQ(out["lowered"], true);
+  WriteTextFile(dir + "/jit.json", r.out);
+  CliResult v = RunCli({"validate", dir + "/jit.json"});
+  EXPECT_EQ(v.exit_code, 0) << v.err;
+}
+
+TEST(CmdLowerTest, DumpAfterPrintsThatPassesGridToStderr) {
+  const std::string dir = MakeTempDir("lower");
+  WriteTextFile(dir + "/s.csv", "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  CliResult r = RunCli({"lower", dir + "/s.csv", "--dump-after", "lower_send_recv_early", "-o",
+                        dir + "/out.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err,
+            "after pass lower_send_recv_early:\n"
+            "        Rank 0   Rank 1  \n"
+            "Step 0: 0F0      1RECV_F0\n"
+            "Step 1: 0SEND_F0 1F0     \n"
+            "Step 2: 0F1      1RECV_F1\n"
+            "Step 3: 0SEND_F1 1B0     \n"
+            "Step 4: 0RECV_B0 1SEND_B0\n"
+            "Step 5: 0B0      1F1     \n"
+            "Step 6: 0RECV_B1 1B1     \n"
+            "Step 7: 0B1      1SEND_B1\n");
+}
+
+struct UsageCase {
+  std::string name;
+  std::vector<std::string> flags;
+  std::string message;
+};
+
+class CmdLowerUsageTest : public ::testing::TestWithParam<UsageCase> {};
+
+TEST_P(CmdLowerUsageTest, ExitsTwo) {
+  const std::string dir = MakeTempDir("lower");
+  WriteTextFile(dir + "/s.csv", "0F0,0B0\n1F0,1B0\n");
+  std::vector<std::string> args = {"lower", dir + "/s.csv"};
+  args.insert(args.end(), GetParam().flags.begin(), GetParam().flags.end());
+  CliResult r = RunCli(args);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "jitpipe lower: " + GetParam().message + "\n(see: jitpipe lower --help)\n");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Usage, CmdLowerUsageTest,
+    ::testing::Values(
+        UsageCase{"BadRecv", {"--recv", "late"}, "--recv must be jit or early, not \"late\""},
+        UsageCase{"BadBackward",
+                  {"--backward=fuse"},
+                  "--backward must be keep, split or merge, not \"fuse\""},
+        UsageCase{"DumpOfAPassThatDoesNotRun",
+                  {"--dump-after", "add_reduce_grad"},
+                  "--dump-after add_reduce_grad: no such pass with these options; the passes "
+                  "are: lower_send_recv_early, place_recvs_just_in_time"}),
+    [](const ::testing::TestParamInfo<UsageCase>& param) { return param.param.name; });
+
+TEST(CmdLowerTest, UnknownFlagAndBadOutputExtensionAreUsageErrors) {
+  const std::string dir = MakeTempDir("lower");
+  WriteTextFile(dir + "/s.csv", "0F0,0B0\n1F0,1B0\n");
+  EXPECT_EQ(RunCli({"lower", dir + "/s.csv", "--overlap"}).exit_code, 2);
+  EXPECT_EQ(RunCli({"lower", dir + "/s.csv", "-o", dir + "/out.txt"}).exit_code, 2);
+  EXPECT_EQ(RunCli({"lower"}).exit_code, 2);
+}
+
+TEST(CmdLowerTest, InvalidInputExitsOneNamingFileRankIndexAndAction) {
+  const std::string dir = MakeTempDir("lower");
+  WriteTextFile(dir + "/bad.csv", "0F0,0F1,0B0,0B1\n1B0,1F0,1F1,1B1\n");
+  CliResult r = RunCli({"lower", dir + "/bad.csv"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "jitpipe lower: " + dir +
+                       "/bad.csv: rank 1, index 0 (1B0): full backward of stage 1 microbatch 0 "
+                       "comes before its forward\n");
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST(CmdLowerTest, ACyclicScheduleExitsOneNamingThePass) {
+  const std::string dir = MakeTempDir("lower");
+  WriteTextFile(dir + "/cyclic.csv", "0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n");
+  CliResult r = RunCli({"lower", dir + "/cyclic.csv"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, StartsWith("jitpipe lower: " + dir +
+                                "/cyclic.csv: pass lower_send_recv_early: no rank can make "
+                                "progress"));
+}
+
+TEST(CmdLowerTest, ALoweredInputExitsOne) {
+  const std::string dir = MakeTempDir("lower");
+  WriteTextFile(dir + "/low.csv", "0F0,0SEND_F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n");
+  CliResult r = RunCli({"lower", dir + "/low.csv"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("the schedule is already lowered"));
+  EXPECT_EQ(RunCli({"lower", dir + "/missing.csv"}).exit_code, 1);
+}
+
+}  // namespace
+}  // namespace jitpipe
