@@ -123,28 +123,6 @@ absl::string_view KindName(ActionKind kind) {
   return "?";
 }
 
-bool IsCompute(ActionKind kind) {
-  return kind == ActionKind::kForward || kind == ActionKind::kBackward ||
-         kind == ActionKind::kBackwardInput || kind == ActionKind::kBackwardWeight ||
-         kind == ActionKind::kOverlapFB;
-}
-
-bool IsSend(ActionKind kind) {
-  return kind == ActionKind::kSendF || kind == ActionKind::kSendB;
-}
-
-bool IsRecv(ActionKind kind) {
-  return kind == ActionKind::kRecvF || kind == ActionKind::kRecvB;
-}
-
-bool IsSendRecv(ActionKind kind) { return IsSend(kind) || IsRecv(kind); }
-
-bool HasMicrobatch(ActionKind kind) {
-  return kind != ActionKind::kUnshard && kind != ActionKind::kReshard &&
-         kind != ActionKind::kReduceGrad && kind != ActionKind::kOverlapFB &&
-         kind != ActionKind::kBubble;
-}
-
 Action Action::Make(ActionKind kind, int32_t stage, int32_t microbatch) {
   Action a;
   a.kind = kind;

@@ -56,14 +56,27 @@ inline constexpr int32_t kNoMicrobatch = -1;
 // The kind's text, e.g. "SEND_F"; "" for kBubble.
 absl::string_view KindName(ActionKind kind);
 
-// F, B, I, W and OVERLAP_F_B (PyTorch's is_compute_op).
-bool IsCompute(ActionKind kind);
+// F, B, I, W and OVERLAP_F_B (PyTorch's is_compute_op). Inline: these run
+// once per action in every pass.
+inline bool IsCompute(ActionKind kind) {
+  return kind == ActionKind::kForward || kind == ActionKind::kBackward ||
+         kind == ActionKind::kBackwardInput || kind == ActionKind::kBackwardWeight ||
+         kind == ActionKind::kOverlapFB;
+}
+inline bool IsSend(ActionKind kind) {
+  return kind == ActionKind::kSendF || kind == ActionKind::kSendB;
+}
+inline bool IsRecv(ActionKind kind) {
+  return kind == ActionKind::kRecvF || kind == ActionKind::kRecvB;
+}
 // SEND_F, RECV_F, SEND_B, RECV_B.
-bool IsSendRecv(ActionKind kind);
-bool IsSend(ActionKind kind);
-bool IsRecv(ActionKind kind);
+inline bool IsSendRecv(ActionKind kind) { return IsSend(kind) || IsRecv(kind); }
 // Kinds whose text carries a microbatch.
-bool HasMicrobatch(ActionKind kind);
+inline bool HasMicrobatch(ActionKind kind) {
+  return kind != ActionKind::kUnshard && kind != ActionKind::kReshard &&
+         kind != ActionKind::kReduceGrad && kind != ActionKind::kOverlapFB &&
+         kind != ActionKind::kBubble;
+}
 
 struct Action {
   ActionKind kind = ActionKind::kBubble;

@@ -109,12 +109,14 @@ class StructureChecker {
     RETURN_IF_ERROR(CheckStage(rank, index, top, part.stage));
     RETURN_IF_ERROR(CheckMicrobatch(rank, index, top, part.microbatch));
     const size_t key = static_cast<size_t>(part.stage) * mbs_ + part.microbatch;
-    const std::string subject =
-        absl::StrCat(PhaseName(part.kind), " of stage ", part.stage, " microbatch ",
-                     part.microbatch);
+    // Messages are built only on failure: this runs once per compute action.
+    auto subject = [&] {
+      return absl::StrCat(PhaseName(part.kind), " of stage ", part.stage, " microbatch ",
+                          part.microbatch);
+    };
     auto duplicate = [&](int32_t first) {
       return Error(rank, index, top,
-                   absl::StrCat("a second ", subject, "; the first is at index ", first));
+                   absl::StrCat("a second ", subject(), "; the first is at index ", first));
     };
     const int32_t f = table_.forward[key];
     const int32_t i = table_.backward_input[key];
@@ -127,7 +129,9 @@ class StructureChecker {
         return absl::OkStatus();
       case ActionKind::kBackward:
       case ActionKind::kBackwardInput:
-        if (f == kUnseen) return Error(rank, index, top, absl::StrCat(subject, " comes before its forward"));
+        if (f == kUnseen) {
+          return Error(rank, index, top, absl::StrCat(subject(), " comes before its forward"));
+        }
         if (b != kUnseen) return duplicate(b);
         if (i != kUnseen) return duplicate(i);
         (part.kind == ActionKind::kBackward ? table_.full_backward : table_.backward_input)[key] =
@@ -137,11 +141,12 @@ class StructureChecker {
         if (w != kUnseen) return duplicate(w);
         if (b != kUnseen) {
           return Error(rank, index, top,
-                       absl::StrCat(subject, " after the full backward at index ", b,
+                       absl::StrCat(subject(), " after the full backward at index ", b,
                                     "; B already computes weight gradients (W needs an I)"));
         }
         if (i == kUnseen) {
-          return Error(rank, index, top, absl::StrCat(subject, " comes before its input backward (I)"));
+          return Error(rank, index, top,
+                       absl::StrCat(subject(), " comes before its input backward (I)"));
         }
         table_.backward_weight[key] = index;
         return absl::OkStatus();
