@@ -70,8 +70,16 @@ class Stage {
                                 MutableBytes param_grad);
 
   // The microbatch's loss, on a chain's last stage after its Forward; 0 on
-  // other stages.
+  // other stages. The runtime reports the sum over a step's microbatches
+  // and replicas, so a stage that wants the mean returns its share (the
+  // reference mlp divides by microbatches x replicas).
   virtual double Loss(int /*microbatch*/) const { return 0; }
+
+  // Called once per step after the stage's gradient reduction has ended and
+  // before the gradients are released: where an optimizer would update the
+  // parameters. `param_grad` holds the data-parallel sum (all-reduce) or,
+  // under reduce-scatter, this replica's shard of it at its place.
+  virtual absl::Status FinishStep(ConstBytes /*param_grad*/) { return absl::OkStatus(); }
 };
 
 // Makes the Stage for `stage` on data-parallel replica `replica`. Called once
