@@ -1,0 +1,284 @@
+// MpiContext: MPI's lifetime in this process, the SIGTERM watcher, and the
+// job-level collectives (contract: mpi_transport.h).
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <numeric>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "comm/mpi/mpi_error.h"
+#include "comm/mpi/mpi_transport.h"
+#include "comm/mpi/mpi_world.h"
+
+namespace jitpipe {
+namespace {
+
+constexpr absl::string_view kSigtermMessage =
+    "terminated by the launcher (SIGTERM), as mpirun does once another process of the job "
+    "has died or exited with an error";
+
+// SIGTERM, blocked in this thread and every thread started after it, so
+// that only the watcher's sigwait takes it.
+class SigtermBlock {
+ public:
+  SigtermBlock() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, &previous_);
+  }
+  SigtermBlock(const SigtermBlock&) = delete;
+  SigtermBlock& operator=(const SigtermBlock&) = delete;
+  ~SigtermBlock() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+  const sigset_t& set() const { return set_; }
+
+ private:
+  sigset_t set_;
+  sigset_t previous_;
+};
+
+class Context final : public MpiContext {
+ public:
+  Context(std::unique_ptr<MpiWorld> world, std::string host,
+          std::unique_ptr<SigtermBlock> sigterm)
+      : world_(std::move(world)),
+        transport_(NewMpiTransport(world_.get())),
+        host_(std::move(host)),
+        sigterm_(std::move(sigterm)) {
+    if (sigterm_ != nullptr) watcher_ = std::thread([this] { WatchSigterm(); });
+  }
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  ~Context() override;
+
+  int rank() const override { return world_->rank(); }
+  int size() const override { return world_->size(); }
+  int pp() const override { return world_->pp(); }
+  int dp() const override { return world_->dp(); }
+  const std::string& host() const override { return host_; }
+  Transport& transport() override { return *transport_; }
+
+  absl::Status Barrier(absl::Duration timeout) override;
+  absl::Status Broadcast(std::string* bytes, absl::Duration timeout) override;
+  absl::StatusOr<std::vector<std::string>> Gather(absl::string_view bytes,
+                                                  absl::Duration timeout) override;
+  std::vector<std::optional<std::string>> CollectAfterFailure(absl::string_view payload,
+                                                              absl::Duration grace) override;
+
+ private:
+  void WatchSigterm();
+  // Posts a job-level collective through `post` and waits for it.
+  absl::Status RunJobCollective(absl::string_view call, absl::string_view what,
+                                absl::Time deadline, absl::Duration timeout,
+                                absl::FunctionRef<int(MPI_Request*)> post);
+  std::vector<std::optional<std::string>> CollectAtRoot(absl::string_view payload,
+                                                        absl::Time deadline);
+
+  std::unique_ptr<MpiWorld> world_;
+  std::unique_ptr<Transport> transport_;
+  const std::string host_;
+  std::unique_ptr<SigtermBlock> sigterm_;  // null: SIGTERM keeps its default
+  std::thread watcher_;
+  std::atomic<bool> stopping_{false};
+  // CollectAfterFailure: called, and this process's part completed.
+  std::atomic<bool> collected_{false};
+  std::atomic<bool> collected_all_{false};
+};
+
+void Context::WatchSigterm() {
+  int signal = 0;
+  while (sigwait(&sigterm_->set(), &signal) == 0 && !stopping_) {
+    world_->AbortLocally(absl::StrCat("rank ", rank(), " was ", kSigtermMessage));
+  }
+}
+
+Context::~Context() {
+  if (watcher_.joinable()) {
+    stopping_ = true;
+    pthread_kill(watcher_.native_handle(), SIGTERM);
+    watcher_.join();
+  }
+  const bool clean = collected_ ? collected_all_.load() : !world_->aborted();
+  transport_.reset();
+  world_.reset();
+  if (clean) {
+    MPI_Finalize();
+  } else {
+    MPI_Abort(MPI_COMM_WORLD, 1);  // the launcher ends every process
+  }
+}
+
+absl::Status Context::RunJobCollective(absl::string_view call, absl::string_view what,
+                                       absl::Time deadline, absl::Duration timeout,
+                                       absl::FunctionRef<int(MPI_Request*)> post) {
+  RETURN_IF_ERROR(world_->AbortStatus());
+  MPI_Request request = MPI_REQUEST_NULL;
+  RETURN_IF_ERROR(
+      world_->Locked([&] { return MpiStatus(post(&request), call, __FILE__, __LINE__); }));
+  return world_->Wait(&request, nullptr, deadline, timeout, what, /*ignore_abort=*/false);
+}
+
+absl::Status Context::Barrier(absl::Duration timeout) {
+  return RunJobCollective("MPI_Ibarrier", "the job's barrier", absl::Now() + timeout, timeout,
+                          [&](MPI_Request* r) { return MPI_Ibarrier(world_->job(), r); });
+}
+
+absl::Status Context::Broadcast(std::string* bytes, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  int64_t length = rank() == 0 ? static_cast<int64_t>(bytes->size()) : 0;
+  RETURN_IF_ERROR(RunJobCollective(
+      "MPI_Ibcast", "the broadcast from rank 0", deadline, timeout, [&](MPI_Request* r) {
+        return MPI_Ibcast(&length, 1, MPI_INT64_T, 0, world_->job(), r);
+      }));
+  if (length > INT_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a broadcast of ", length, " bytes exceeds MPI's count limit"));
+  }
+  bytes->resize(static_cast<size_t>(length));
+  return RunJobCollective(
+      "MPI_Ibcast", "the broadcast from rank 0", deadline, timeout, [&](MPI_Request* r) {
+        return MPI_Ibcast(bytes->data(), static_cast<int>(length), MPI_CHAR, 0, world_->job(), r);
+      });
+}
+
+absl::StatusOr<std::vector<std::string>> Context::Gather(absl::string_view bytes,
+                                                         absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  // All-gather the lengths so that every rank takes the same decision.
+  int64_t length = static_cast<int64_t>(bytes.size());
+  std::vector<int64_t> lengths(static_cast<size_t>(size()));
+  RETURN_IF_ERROR(RunJobCollective(
+      "MPI_Iallgather", "the gather to rank 0", deadline, timeout, [&](MPI_Request* r) {
+        return MPI_Iallgather(&length, 1, MPI_INT64_T, lengths.data(), 1, MPI_INT64_T,
+                              world_->job(), r);
+      }));
+  const int64_t total = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
+  if (total > INT_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a gather of ", total, " bytes exceeds MPI's count limit"));
+  }
+  std::vector<int> counts(lengths.begin(), lengths.end());
+  std::vector<int> offsets(counts.size(), 0);
+  std::partial_sum(counts.begin(), counts.end() - 1, offsets.begin() + 1);
+  std::string all(rank() == 0 ? static_cast<size_t>(total) : 0, '\0');
+  RETURN_IF_ERROR(RunJobCollective(
+      "MPI_Igatherv", "the gather to rank 0", deadline, timeout, [&](MPI_Request* r) {
+        return MPI_Igatherv(bytes.data(), static_cast<int>(bytes.size()), MPI_CHAR, all.data(),
+                            counts.data(), offsets.data(), MPI_CHAR, 0, world_->job(), r);
+      }));
+  std::vector<std::string> parts;
+  if (rank() != 0) return parts;
+  for (size_t r = 0; r < counts.size(); ++r) parts.push_back(all.substr(offsets[r], counts[r]));
+  return parts;
+}
+
+std::vector<std::optional<std::string>> Context::CollectAfterFailure(absl::string_view payload,
+                                                                     absl::Duration grace) {
+  collected_ = true;
+  const absl::Time deadline = absl::Now() + grace;
+  if (rank() == 0) return CollectAtRoot(payload, deadline);
+  const std::string text(payload.substr(0, INT_MAX));
+  MPI_Request request = MPI_REQUEST_NULL;
+  absl::Status status = world_->Locked([&] {
+    return MPI_STATUS(MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, 0,
+                                MpiWorld::kPayloadTag, world_->control(), &request));
+  });
+  if (status.ok()) {
+    status = world_->Wait(&request, nullptr, deadline, grace, "rank 0 to take the payload",
+                          /*ignore_abort=*/true);
+  }
+  // A send rank 0 never took is abandoned; MPI_Abort follows at the end.
+  collected_all_ = status.ok();
+  return {};
+}
+
+// Rank 0: matched probes (MPI_Improbe / MPI_Imrecv) take each payload, of a
+// size known only on arrival, from whichever rank sends it first.
+std::vector<std::optional<std::string>> Context::CollectAtRoot(absl::string_view payload,
+                                                               absl::Time deadline) {
+  struct Incoming {
+    int source = 0;
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::string bytes;
+  };
+  std::vector<std::optional<std::string>> payloads(static_cast<size_t>(size()));
+  payloads[0] = std::string(payload);
+  int missing = size() - 1;
+  std::vector<std::unique_ptr<Incoming>> incoming;
+  // Under the MPI lock: take what has arrived, finish what has been taken.
+  auto take = [&]() -> absl::Status {
+      for (int found = 1; found;) {
+        MPI_Message message;
+        MPI_Status status;
+        MPI_CALL(MPI_Improbe(MPI_ANY_SOURCE, MpiWorld::kPayloadTag, world_->control(), &found,
+                             &message, &status));
+        if (!found) break;
+        auto in = std::make_unique<Incoming>();
+        int count = 0;
+        MPI_Get_count(&status, MPI_CHAR, &count);
+        in->source = status.MPI_SOURCE;
+        in->bytes.resize(static_cast<size_t>(count));
+        MPI_CALL(MPI_Imrecv(in->bytes.data(), count, MPI_CHAR, &message, &in->request));
+        incoming.push_back(std::move(in));
+      }
+      for (auto& in : incoming) {
+        if (in->request == MPI_REQUEST_NULL) continue;
+        int done = 0;
+        MPI_CALL(MPI_Test(&in->request, &done, MPI_STATUS_IGNORE));
+        if (done) {
+          payloads[static_cast<size_t>(in->source)] = std::move(in->bytes);
+          --missing;
+        }
+      }
+      return absl::OkStatus();
+  };
+  auto poll = [&]() -> absl::StatusOr<bool> {
+    RETURN_IF_ERROR(world_->Locked(take));
+    return missing == 0;
+  };
+  absl::StatusOr<bool> all = world_->PollUntil(poll, deadline);
+  collected_all_ = all.ok() && *all;
+  return payloads;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MpiContext>> InitMpi(int* argc, char*** argv,
+                                                     const MpiOptions& options) {
+  if (options.dp < 1 || options.spin_polls < 0 || options.poll_sleep < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MPI options out of range: dp ", options.dp, ", spin_polls ", options.spin_polls,
+        ", poll_sleep ", absl::FormatDuration(options.poll_sleep)));
+  }
+  int initialized = 0;
+  MPI_CALL(MPI_Initialized(&initialized));
+  if (initialized) return absl::FailedPreconditionError("MPI is already initialised");
+  // Blocked before MPI_Init, so that MPI's own threads inherit the mask.
+  auto sigterm = options.abort_on_sigterm ? std::make_unique<SigtermBlock>() : nullptr;
+  int provided = 0;
+  MPI_CALL(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+  auto fail = [](absl::Status status) {
+    MPI_Finalize();
+    return status;
+  };
+  if (provided < MPI_THREAD_SERIALIZED) {
+    return fail(absl::FailedPreconditionError(
+        absl::StrCat("this MPI provides thread level ", provided,
+                     "; the MPI backend needs MPI_THREAD_SERIALIZED")));
+  }
+  absl::StatusOr<std::unique_ptr<MpiWorld>> world =
+      MpiWorld::Create(options.dp, {options.spin_polls, options.poll_sleep});
+  if (!world.ok()) return fail(world.status());
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  if (MPI_Get_processor_name(name, &length) != MPI_SUCCESS) length = 0;
+  return std::make_unique<Context>(*std::move(world),
+                                   std::string(name, static_cast<size_t>(length)),
+                                   std::move(sigterm));
+}
+
+}  // namespace jitpipe
