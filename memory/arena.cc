@@ -55,7 +55,8 @@ absl::Status VerifyArenaLayout(absl::Span<const LiveInterval> intervals,
       if (it == live.end()) continue;
       const int other = it->second;
       const int64_t lo = std::max(offset, layout.offsets[other]);
-      const int64_t hi = std::min(offset + in.bytes, layout.offsets[other] + intervals[other].bytes);
+      const int64_t hi =
+          std::min(offset + in.bytes, layout.offsets[other] + intervals[other].bytes);
       if (lo < hi) {
         return absl::InternalError(absl::StrCat("intervals ", other, " and ", id,
                                                 " overlap in bytes [", lo, ", ", hi,

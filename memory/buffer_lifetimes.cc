@@ -5,306 +5,139 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "memory/program_slots.h"
 
 namespace jitpipe {
 namespace {
 
-constexpr int kNone = -1;
-
-// Where each per-(stage, microbatch) action sits in the program; kNone if absent.
-struct Slots {
-  int f = kNone, i = kNone, w = kNone, b = kNone;
-  int recv_f = kNone, recv_b = kNone, send_f = kNone, send_b = kNone;
-
-  int Backward() const { return b != kNone ? b : i; }  // the first of I/B
-  int LastBackward() const { return std::max({i, w, b}); }
-};
-
-struct StageSlots {
-  int reduce = kNone;
-  int first_grad = kNone;                   // first W or B
-  std::vector<std::pair<int, int>> shards;  // (UNSHARD, RESHARD or kNone)
-};
-
-int* SlotFor(Slots& s, ActionKind kind) {
-  switch (kind) {
-    case ActionKind::kForward: return &s.f;
-    case ActionKind::kBackwardInput: return &s.i;
-    case ActionKind::kBackwardWeight: return &s.w;
-    case ActionKind::kBackward: return &s.b;
-    case ActionKind::kRecvF: return &s.recv_f;
-    case ActionKind::kRecvB: return &s.recv_b;
-    case ActionKind::kSendF: return &s.send_f;
-    case ActionKind::kSendB: return &s.send_b;
-    default: return nullptr;
-  }
-}
-
-// Builds one rank's buffers. Index spaces: program index (0 .. n-1), global
-// stage, local stage (position among the rank's stages), microbatch within
-// the chain; per-(stage, microbatch) data is dense at local * m + mb.
+// Builds one rank's buffers from its ProgramSlots (see program_slots.h for
+// the index spaces).
 class LifetimeBuilder {
  public:
-  LifetimeBuilder(const Schedule& schedule, const Model& model, int rank,
-                  const LifetimeOptions& options)
-      : s_(schedule), model_(model), rank_(rank), options_(options),
-        program_(schedule.ranks[rank]), n_(static_cast<int>(program_.size())),
-        m_(schedule.microbatches_per_chain()), local_(schedule.num_stages(), kNone) {}
+  LifetimeBuilder(const ProgramSlots& slots, const Model& model, const LifetimeOptions& options)
+      : slots_(slots), model_(model), options_(options), n_(slots.num_actions()) {
+    for (int stage : slots.stages()) costs_.push_back(model.ForStage(stage));
+  }
 
-  absl::StatusOr<RankBuffers> Build();
+  RankBuffers Build(int rank);
 
  private:
-  absl::Status IndexProgram();
-  absl::Status Record(const Action& action, int index);
-  absl::Status RecordStageWide(const Action& action, int index);
-  absl::Status CheckOrder(int stage, int mb);
-  void AddMicrobatchBuffers(int stage, int mb);
+  void AddActivations(int stage, int mb);
+  void AddGradients(int stage, int mb);
   void AddStageBuffers(int stage);
-  absl::Status Error(int index, absl::string_view what) const;
-
-  Slots& At(int stage, int mb) { return slots_[local_[stage] * m_ + mb]; }
-  bool PrevRemote(int stage) const { return !s_.IsFirstStage(stage) && s_.RankOf(stage - 1) != rank_; }
-  bool PrevLocal(int stage) const { return !s_.IsFirstStage(stage) && s_.RankOf(stage - 1) == rank_; }
-  bool NextRemote(int stage) const { return !s_.IsLastStage(stage) && s_.RankOf(stage + 1) != rank_; }
-  bool NextLocal(int stage) const { return !s_.IsLastStage(stage) && s_.RankOf(stage + 1) == rank_; }
+  const StageCost& Cost(int stage) const { return costs_[slots_.LocalOf(stage)]; }
   bool Eager() const { return options_.policy == MemoryPolicy::kEager; }
   int ReceiveAt(int recv, int consumer) const;
-  void Add(Buffer b) { buffers_.push_back(b); }
+  // Interval setters: made at `at`; received by `recv` for `consumer`; sent by `send`.
+  static Buffer Make(BufferKind kind, int stage, int mb, int64_t bytes);
+  static void Produced(Buffer& b, int at, int last_use);
+  void Received(Buffer& b, int recv, int consumer, int last_use) const;
+  void Sent(Buffer& b, int at, int send) const;
+  void Add(const Buffer& b) { buffers_.push_back(b); }
 
-  const Schedule& s_;
+  const ProgramSlots& slots_;
   const Model& model_;
-  const int rank_;
   const LifetimeOptions options_;
-  const RankProgram& program_;
   const int n_;
-  const int m_;
-  std::vector<int> local_;                // global stage -> local stage
-  std::vector<int> stages_;               // local stage -> global stage
-  std::vector<StageCost> costs_;          // per local stage
-  std::vector<Slots> slots_;              // per (local stage, microbatch)
-  std::vector<StageSlots> stage_slots_;   // per local stage
-  std::vector<int> computes_before_;      // compute actions before each index
-  std::vector<int> compute_index_;        // program index of each compute action
+  std::vector<StageCost> costs_;  // per local stage
   std::vector<Buffer> buffers_;
 };
-
-absl::Status LifetimeBuilder::Error(int index, absl::string_view what) const {
-  return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ", index ", index, " (",
-                                                 program_[index].ToString(), "): ", what));
-}
-
-absl::Status LifetimeBuilder::Record(const Action& action, int index) {
-  const int stage = action.stage;
-  if (stage < 0 || stage >= s_.num_stages()) {
-    return Error(index, absl::StrCat("stage ", stage, " does not exist (the schedule has ",
-                                     s_.num_stages(), " stages)"));
-  }
-  if (local_[stage] == kNone) {
-    return Error(index, absl::StrCat("stage ", stage, " is on rank ", s_.RankOf(stage),
-                                     ", not on rank ", rank_));
-  }
-  if (!HasMicrobatch(action.kind)) return RecordStageWide(action, index);
-  if (action.microbatch < 0 || action.microbatch >= m_) {
-    return Error(index, absl::StrCat("microbatch ", action.microbatch, " is out of range (",
-                                     m_, " microbatches per chain)"));
-  }
-  int* slot = SlotFor(At(stage, action.microbatch), action.kind);
-  if (*slot != kNone) {
-    return Error(index, absl::StrCat(action.ToString(), " already ran at index ", *slot));
-  }
-  *slot = index;
-  const bool crosses = action.kind == ActionKind::kRecvF || action.kind == ActionKind::kSendB
-                           ? PrevRemote(stage)
-                           : NextRemote(stage);
-  if (IsSendRecv(action.kind) && !crosses) {
-    const bool backward_side = action.kind == ActionKind::kRecvF || action.kind == ActionKind::kSendB;
-    return Error(index, absl::StrCat("stage ", stage, " has no ",
-                                     backward_side ? "previous" : "next",
-                                     " stage on another rank to ",
-                                     IsSend(action.kind) ? "send to" : "receive from"));
-  }
-  if (action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardWeight) {
-    int& first = stage_slots_[local_[stage]].first_grad;
-    if (first == kNone) first = index;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status LifetimeBuilder::RecordStageWide(const Action& action, int index) {
-  StageSlots& st = stage_slots_[local_[action.stage]];
-  if (action.kind == ActionKind::kReduceGrad) {
-    if (st.reduce != kNone) {
-      return Error(index, absl::StrCat(action.ToString(), " already ran at index ", st.reduce));
-    }
-    st.reduce = index;
-    return absl::OkStatus();
-  }
-  const bool open = !st.shards.empty() && st.shards.back().second == kNone;
-  if (action.kind == ActionKind::kUnshard) {
-    if (open) {
-      return Error(index, absl::StrCat("stage ", action.stage, " is already unsharded (at index ",
-                                       st.shards.back().first, ")"));
-    }
-    st.shards.push_back({index, kNone});
-  } else {  // kReshard
-    if (!open) return Error(index, absl::StrCat("stage ", action.stage, " is not unsharded"));
-    st.shards.back().second = index;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status LifetimeBuilder::IndexProgram() {
-  stages_ = RankToStages(s_.stage_to_rank, s_.pp)[rank_];
-  for (size_t l = 0; l < stages_.size(); ++l) {
-    local_[stages_[l]] = static_cast<int>(l);
-    costs_.push_back(model_.ForStage(stages_[l]));
-  }
-  slots_.assign(stages_.size() * m_, Slots{});
-  stage_slots_.assign(stages_.size(), StageSlots{});
-  computes_before_.resize(n_);
-  for (int index = 0; index < n_; ++index) {
-    const Action& action = program_[index];
-    computes_before_[index] = static_cast<int>(compute_index_.size());
-    if (IsCompute(action.kind)) compute_index_.push_back(index);
-    if (action.is_bubble()) {
-      return Error(index, "a bubble in a lowered program");
-    }
-    if (action.is_compound()) {
-      for (const Action& part : action.sub_actions) RETURN_IF_ERROR(Record(part, index));
-    } else {
-      RETURN_IF_ERROR(Record(action, index));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// Checks the orderings the lifetimes rely on for one (stage, microbatch).
-absl::Status LifetimeBuilder::CheckOrder(int stage, int mb) {
-  const Slots& sl = At(stage, mb);
-  const std::string id = absl::StrCat("stage ", stage, " microbatch ", mb);
-  for (int later : {sl.i, sl.w, sl.b, sl.send_f, sl.send_b}) {
-    if (later != kNone && (sl.f == kNone || later < sl.f)) {
-      return Error(later, absl::StrCat("no F of ", id, " before it"));
-    }
-  }
-  if (sl.f == kNone) {
-    if (sl.recv_f != kNone) return Error(sl.recv_f, absl::StrCat("no F of ", id, " after it"));
-    return absl::OkStatus();
-  }
-  if (PrevRemote(stage) && (sl.recv_f == kNone || sl.recv_f > sl.f)) {
-    return Error(sl.f, absl::StrCat("no RECV_F of ", id, " before it"));
-  }
-  if (NextRemote(stage) && sl.send_f == kNone) {
-    return Error(sl.f, absl::StrCat("the output of ", id, " is never sent (no SEND_F)"));
-  }
-  const int bw = sl.Backward();
-  if (sl.send_b != kNone && (bw == kNone || sl.send_b < bw)) {
-    return Error(sl.send_b, absl::StrCat("no I or B of ", id, " before it"));
-  }
-  if (bw == kNone) {
-    if (sl.recv_b != kNone) return Error(sl.recv_b, absl::StrCat("no I or B of ", id, " after it"));
-    return absl::OkStatus();
-  }
-  if (NextRemote(stage) && (sl.recv_b == kNone || sl.recv_b > bw)) {
-    return Error(bw, absl::StrCat("no RECV_B of ", id, " before it"));
-  }
-  if (PrevRemote(stage) && sl.send_b == kNone) {
-    return Error(bw, absl::StrCat("the input gradient of ", id, " is never sent (no SEND_B)"));
-  }
-  return absl::OkStatus();
-}
 
 // Where a receive buffer is allocated under jit: at the RECV, or `prefetch`
 // compute actions before the consumer when that is earlier.
 int LifetimeBuilder::ReceiveAt(int recv, int consumer) const {
   if (options_.prefetch <= 0) return recv;
-  const int before = computes_before_[consumer];
-  const int at = before >= options_.prefetch ? compute_index_[before - options_.prefetch] : 0;
-  return std::min(recv, at);
+  return std::min(recv, slots_.ComputeActionBefore(consumer, options_.prefetch));
 }
 
-void LifetimeBuilder::AddMicrobatchBuffers(int stage, int mb) {
-  const Slots& sl = At(stage, mb);
-  if (sl.f == kNone) return;
-  const StageCost& cost = costs_[local_[stage]];
-  const int end = n_ - 1;
-  const int last_input_use = std::max({sl.f, sl.w, sl.b});
-  const int bw = sl.Backward();
-  const int last_backward = std::max(sl.f, sl.LastBackward());
-  auto make = [&](BufferKind kind, int64_t bytes) {
-    Buffer b;
-    b.kind = kind;
-    b.stage = stage;
-    b.microbatch = mb;
-    b.bytes = bytes;
-    return b;
-  };
-  auto receive = [&](Buffer& b, int recv, int consumer, int last_use) {
-    b.received = true;
-    b.needed_from = consumer;
-    b.needed_until = last_use;
-    b.alloc_index = Eager() ? 0 : ReceiveAt(recv, consumer);
-    b.alloc_timing = Eager() ? AllocTiming::kStepStart : AllocTiming::kBeforeAction;
-    b.free_index = Eager() ? end : last_use;
-    b.free_timing = Eager() ? FreeTiming::kStepEnd : FreeTiming::kAfterAction;
-  };
-  auto produce = [&](Buffer& b, int at, int last_use) {
-    b.alloc_index = b.needed_from = at;
-    b.free_index = b.needed_until = last_use;
-  };
-  auto send = [&](Buffer& b, int at, int sent) {
-    b.alloc_index = b.needed_from = b.needed_until = at;
-    b.free_index = Eager() ? end : sent;
-    b.free_timing = Eager() ? FreeTiming::kStepEnd : FreeTiming::kAfterSend;
-  };
+Buffer LifetimeBuilder::Make(BufferKind kind, int stage, int mb, int64_t bytes) {
+  Buffer b;
+  b.kind = kind;
+  b.stage = stage;
+  b.microbatch = mb;
+  b.bytes = bytes;
+  return b;
+}
 
-  if (!PrevLocal(stage)) {  // else the output of stage-1 is this input
-    Buffer input = make(BufferKind::kInput, cost.input_bytes);
-    if (PrevRemote(stage)) {
-      receive(input, sl.recv_f, sl.f, last_input_use);
+void LifetimeBuilder::Produced(Buffer& b, int at, int last_use) {
+  b.alloc_index = b.needed_from = at;
+  b.free_index = b.needed_until = last_use;
+}
+
+void LifetimeBuilder::Received(Buffer& b, int recv, int consumer, int last_use) const {
+  b.received = true;
+  b.needed_from = consumer;
+  b.needed_until = last_use;
+  b.alloc_index = Eager() ? 0 : ReceiveAt(recv, consumer);
+  b.alloc_timing = Eager() ? AllocTiming::kStepStart : AllocTiming::kBeforeAction;
+  b.free_index = Eager() ? n_ - 1 : last_use;
+  b.free_timing = Eager() ? FreeTiming::kStepEnd : FreeTiming::kAfterAction;
+}
+
+void LifetimeBuilder::Sent(Buffer& b, int at, int send) const {
+  b.alloc_index = b.needed_from = b.needed_until = at;
+  b.free_index = Eager() ? n_ - 1 : send;
+  b.free_timing = Eager() ? FreeTiming::kStepEnd : FreeTiming::kAfterSend;
+}
+
+// Input, stash and output of (stage, mb), all from its F.
+void LifetimeBuilder::AddActivations(int stage, int mb) {
+  const MicrobatchSlots& sl = slots_.At(stage, mb);
+  const StageCost& cost = Cost(stage);
+  const int last_input_use = std::max({sl.f, sl.w, sl.b});
+  if (!slots_.PrevLocal(stage)) {  // else the output of stage - 1 is this input
+    Buffer input = Make(BufferKind::kInput, stage, mb, cost.input_bytes);
+    if (slots_.PrevRemote(stage)) {
+      Received(input, sl.recv_f, sl.f, last_input_use);
     } else {
-      produce(input, sl.f, last_input_use);
+      Produced(input, sl.f, last_input_use);
     }
     Add(input);
   }
-  Buffer stash = make(BufferKind::kStash, cost.stash_bytes);
-  produce(stash, sl.f, last_backward);
+  Buffer stash = Make(BufferKind::kStash, stage, mb, cost.stash_bytes);
+  Produced(stash, sl.f, std::max(sl.f, sl.LastBackward()));
   Add(stash);
 
-  Buffer output = make(BufferKind::kOutput, cost.output_bytes);
-  if (NextLocal(stage)) {
-    const Slots& next = At(stage + 1, mb);
+  Buffer output = Make(BufferKind::kOutput, stage, mb, cost.output_bytes);
+  if (slots_.NextLocal(stage)) {
+    const MicrobatchSlots& next = slots_.At(stage + 1, mb);
     output.handoff_stage = stage + 1;
-    output.bytes = std::max(cost.output_bytes, costs_[local_[stage + 1]].input_bytes);
-    produce(output, sl.f, std::max({sl.f, next.f, next.w, next.b}));
-  } else if (NextRemote(stage)) {
-    send(output, sl.f, sl.send_f);
+    output.bytes = std::max(cost.output_bytes, Cost(stage + 1).input_bytes);
+    Produced(output, sl.f, std::max({sl.f, next.f, next.w, next.b}));
+  } else if (slots_.NextRemote(stage)) {
+    Sent(output, sl.f, sl.send_f);
   } else {
-    produce(output, sl.f, sl.f);
+    Produced(output, sl.f, sl.f);
   }
   Add(output);
+}
 
-  if (bw == kNone) return;
-  if (NextRemote(stage)) {
-    Buffer grad = make(BufferKind::kOutputGrad, cost.output_bytes);
-    receive(grad, sl.recv_b, bw, last_backward);
+// The received output grad and the produced input grad of (stage, mb).
+void LifetimeBuilder::AddGradients(int stage, int mb) {
+  const MicrobatchSlots& sl = slots_.At(stage, mb);
+  const StageCost& cost = Cost(stage);
+  const int bw = sl.Backward();
+  if (slots_.NextRemote(stage)) {  // else none (last stage) or the input grad of stage + 1
+    Buffer grad = Make(BufferKind::kOutputGrad, stage, mb, cost.output_bytes);
+    Received(grad, sl.recv_b, bw, sl.LastBackward());
     Add(grad);
   }
-  if (s_.IsFirstStage(stage)) return;
-  Buffer grad = make(BufferKind::kInputGrad, cost.input_bytes);
-  if (PrevLocal(stage)) {
-    const Slots& prev = At(stage - 1, mb);
+  // Nobody needs the first stage's input grad.
+  if (slots_.schedule().IsFirstStage(stage)) return;
+  Buffer grad = Make(BufferKind::kInputGrad, stage, mb, cost.input_bytes);
+  if (slots_.PrevLocal(stage)) {
+    const MicrobatchSlots& prev = slots_.At(stage - 1, mb);
     grad.handoff_stage = stage - 1;
-    grad.bytes = std::max(cost.input_bytes, costs_[local_[stage - 1]].output_bytes);
-    produce(grad, bw, std::max(bw, prev.LastBackward()));
+    grad.bytes = std::max(cost.input_bytes, Cost(stage - 1).output_bytes);
+    Produced(grad, bw, std::max(bw, prev.LastBackward()));
   } else {
-    send(grad, bw, sl.send_b);
+    Sent(grad, bw, sl.send_b);
   }
   Add(grad);
 }
 
 void LifetimeBuilder::AddStageBuffers(int stage) {
-  const StageSlots& st = stage_slots_[local_[stage]];
+  const StageSlots& st = slots_.ForStage(stage);
   const int end = n_ - 1;
   auto held = [&](BufferKind kind, int64_t bytes, int from, int until, FreeTiming timing) {
     Buffer b;
@@ -316,28 +149,28 @@ void LifetimeBuilder::AddStageBuffers(int stage) {
     b.free_timing = timing;
     Add(b);
   };
-  if (st.first_grad != kNone) {
+  if (st.first_grad != kNoSlot) {
     held(BufferKind::kParamGrad, model_.GradBytes(stage), st.first_grad, end, FreeTiming::kStepEnd);
   }
-  if (st.reduce != kNone && model_.dp.ReducesInOtherDtype()) {
+  if (st.reduce != kNoSlot && model_.dp.ReducesInOtherDtype()) {
     held(BufferKind::kReduce, model_.ReduceBytes(stage), st.reduce, end, FreeTiming::kStepEnd);
   }
   for (const auto& [unshard, reshard] : st.shards) {
-    held(BufferKind::kParams, costs_[local_[stage]].param_bytes, unshard,
-         reshard == kNone ? end : reshard,
-         reshard == kNone ? FreeTiming::kStepEnd : FreeTiming::kAfterAction);
+    held(BufferKind::kParams, Cost(stage).param_bytes, unshard,
+         reshard == kNoSlot ? end : reshard,
+         reshard == kNoSlot ? FreeTiming::kStepEnd : FreeTiming::kAfterAction);
   }
 }
 
-absl::StatusOr<RankBuffers> LifetimeBuilder::Build() {
-  RETURN_IF_ERROR(IndexProgram());
-  // Stages ascending, microbatches ascending: the creation order that ties
-  // between equal alloc indices keep.
-  for (int stage : stages_) {
-    for (int mb = 0; mb < m_; ++mb) RETURN_IF_ERROR(CheckOrder(stage, mb));
-  }
-  for (int stage : stages_) {
-    for (int mb = 0; mb < m_; ++mb) AddMicrobatchBuffers(stage, mb);
+RankBuffers LifetimeBuilder::Build(int rank) {
+  // Stages ascending, then microbatches ascending: the creation order that
+  // ties between equal alloc indices keep.
+  for (int stage : slots_.stages()) {
+    for (int mb = 0; mb < slots_.microbatches(); ++mb) {
+      if (slots_.At(stage, mb).f == kNoSlot) continue;
+      AddActivations(stage, mb);
+      if (slots_.At(stage, mb).Backward() != kNoSlot) AddGradients(stage, mb);
+    }
     AddStageBuffers(stage);
   }
   // Stable counting sort by alloc index: ids follow allocation order.
@@ -345,7 +178,7 @@ absl::StatusOr<RankBuffers> LifetimeBuilder::Build() {
   for (const Buffer& b : buffers_) ++start[b.alloc_index + 1];
   for (int i = 0; i < n_; ++i) start[i + 1] += start[i];
   RankBuffers out;
-  out.rank = rank_;
+  out.rank = rank;
   out.num_actions = n_;
   out.buffers.resize(buffers_.size());
   for (const Buffer& b : buffers_) out.buffers[start[b.alloc_index]++] = b;
@@ -422,7 +255,8 @@ absl::StatusOr<RankBuffers> ComputeBufferLifetimes(const Schedule& schedule, con
     return absl::FailedPreconditionError("plan needs a lowered program; run jitpipe lower first");
   }
   RETURN_IF_ERROR(CheckModelFits(model, schedule.num_stages()));
-  return LifetimeBuilder(schedule, model, rank, options).Build();
+  ASSIGN_OR_RETURN(const ProgramSlots slots, ProgramSlots::Build(schedule, rank));
+  return LifetimeBuilder(slots, model, options).Build(rank);
 }
 
 }  // namespace jitpipe

@@ -21,7 +21,8 @@ std::vector<LiveInterval> Intervals(const RankBuffers& buffers) {
 
 ArenaLayout PlaceArena(const RankBuffers& buffers, int64_t alignment, int64_t peak) {
   const std::unique_ptr<ArenaAlgorithm> by_start = MakeGreedyBestFit(PlacementOrder::kStart);
-  const std::unique_ptr<ArenaAlgorithm> by_size = MakeGreedyBestFit(PlacementOrder::kDecreasingSize);
+  const std::unique_ptr<ArenaAlgorithm> by_size =
+      MakeGreedyBestFit(PlacementOrder::kDecreasingSize);
   const std::unique_ptr<ArenaAlgorithm> by_duration =
       MakeGreedyBestFit(PlacementOrder::kDecreasingDuration);
   const ArenaAlgorithm* const algorithms[] = {by_start.get(), by_size.get(), by_duration.get()};

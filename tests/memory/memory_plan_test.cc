@@ -82,7 +82,8 @@ TEST(MemoryPlanTest, SummarisesOneRank) {
             "     1  stash           1     0          256      1      2     1     2           64\n"
             "     2  output          1     0          128      1      1     1     1          320\n"
             "     3  input_grad      1     0           64      2 3/send     2     2          320\n"
-            "     4  param_grad      1     -            0      2  3/end     2     3            0\n");
+            "     4  param_grad      1     -            0      2  3/end     2     3            0"
+            "\n");
 }
 
 TEST(MemoryPlanTest, DrawsTheArenaOverTime) {

@@ -61,7 +61,8 @@ TEST_F(CmdPlanTest, PrintsOneRowPerRankAndTheWorstPeak) {
 
 TEST_F(CmdPlanTest, JsonHasOneObjectPerRank) {
   CliResult r =
-      RunCli({"plan", dir_ + "/s.json", "--model", dir_ + "/m.json", "--policy", "eager", "--json"});
+      RunCli({"plan", dir_ + "/s.json", "--model", dir_ + "/m.json", "--policy", "eager",
+              "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["policy"], "eager");
