@@ -1,6 +1,7 @@
 #include "stages/simulator.h"
 
 #include <algorithm>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -19,6 +20,21 @@ struct TransferState {
   int32_t waiter = -1;  // the rank blocked on this transfer's data
 };
 
+// One bucket of a reduction on the reduction stream.
+struct ReduceRecord {
+  int32_t step = 0;  // position in the rank's steps
+  int32_t bucket = 0;
+  double start = 0;
+  double end = 0;
+};
+
+// The last compute step of a stage that held one of its B or W parts: the
+// action whose duration a stage's reduction buckets become ready over.
+struct GradientAction {
+  double start = kUnknown;
+  double end = kUnknown;
+};
+
 struct RankState {
   size_t pc = 0;
   double t = 0;            // the compute stream is free from t
@@ -29,22 +45,25 @@ struct RankState {
   double busy = 0;
   double reduce_us = 0;
   std::vector<double> step_start, step_end;
+  std::vector<ReduceRecord> reductions;
 };
 
 // One simulated step. Index spaces: rank, step (= program index) within a
-// rank, transfer id over the schedule, stage.
+// rank, transfer id over the schedule, stage, bucket within a reduction.
 class Engine {
  public:
-  Engine(const Schedule& s, const Executable& exe, const Model& model, bool free_reductions)
-      : s_(s), exe_(exe), model_(model), free_reductions_(free_reductions),
-        transfers_(exe.transfers.size()), ranks_(s.pp),
-        unshard_ready_(s.num_stages(), 0.0) {
+  Engine(const Schedule& s, const Executable& exe, const Model& model)
+      : s_(s), exe_(exe), model_(model), transfers_(exe.transfers.size()), ranks_(s.pp),
+        unshard_ready_(s.num_stages(), 0.0), gradient_(s.num_stages()) {
     for (int r = 0; r < s.pp; ++r) {
       ranks_[r].step_start.assign(exe.ranks[r].steps.size(), 0);
       ranks_[r].step_end.assign(exe.ranks[r].steps.size(), 0);
     }
   }
 
+  // Ranks run until they block on a transfer whose peer has not posted yet;
+  // posting the peer's half wakes the blocked rank. Every rank runs each of
+  // its steps once, so the whole run is linear in the number of steps.
   absl::Status Run() {
     std::vector<int> runnable;
     for (int r = s_.pp - 1; r >= 0; --r) runnable.push_back(r);
@@ -58,6 +77,7 @@ class Engine {
 
   const RankState& rank(int r) const { return ranks_[r]; }
   const TransferState& transfer(int id) const { return transfers_[id]; }
+  // When rank r's step is over: compute and reductions done.
   double RankEnd(int r) const { return std::max(ranks_[r].t, ranks_[r].reduce_free); }
 
  private:
@@ -70,30 +90,21 @@ class Engine {
       const ExecStep& step = exe.steps[st.pc];
       double start = st.t, end = st.t;
       if (IsCompute(step.kind)) {
-        for (const ExecPart& part : exe.PartsOf(step)) {
-          if (part.waits_for != kNoTransfer) {
-            TransferState& x = transfers_[part.waits_for];
-            if (x.end == kUnknown) {
-              x.waiter = r;
-              return;
-            }
-            start = std::max(start, x.end);
-          }
-          start = std::max(start, unshard_ready_[part.stage]);
-        }
+        if (!ComputeStart(exe, step, r, start)) return;
         end = start + step.cost_us;
         st.t = end;
         st.busy += step.cost_us;
         if (st.first == kUnknown) st.first = start;
         st.last = end;
+        for (const ExecPart& part : exe.PartsOf(step)) {
+          if (part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardWeight) {
+            gradient_[part.stage] = {start, end};
+          }
+        }
       } else if (IsSendRecv(step.kind)) {
         Post(step.transfer, IsSend(step.kind), st.t, runnable);
       } else if (step.kind == ActionKind::kReduceGrad) {
-        start = std::max(st.t, st.reduce_free);
-        const double us = ReduceUs(step.stage);
-        end = start + us;
-        st.reduce_free = end;
-        st.reduce_us += us;
+        std::tie(start, end) = Reduce(st, step.stage);
       } else if (step.kind == ActionKind::kUnshard) {
         start = std::max(st.t, st.unshard_free);
         end = start + GatherUs(step.stage);
@@ -104,6 +115,47 @@ class Engine {
       st.step_end[st.pc] = end;
       ++st.pc;
     }
+  }
+
+  // The start of a compute step: after the stream is free, the transfers its
+  // parts consume have completed and their stages' parameters are gathered.
+  // False when a transfer is not yet posted by the peer (the rank blocks).
+  bool ComputeStart(const RankExecutable& exe, const ExecStep& step, int r, double& start) {
+    for (const ExecPart& part : exe.PartsOf(step)) {
+      if (part.waits_for != kNoTransfer) {
+        TransferState& x = transfers_[part.waits_for];
+        if (x.end == kUnknown) {
+          x.waiter = r;
+          return false;
+        }
+        start = std::max(start, x.end);
+      }
+      start = std::max(start, unshard_ready_[part.stage]);
+    }
+    return true;
+  }
+
+  // Runs the stage's reduction as dp.buckets buckets on the rank's
+  // reduction stream (model.h: bucket i < k-1 ready at (i+1)/k of the
+  // stage's last gradient action, the last one now). Returns the first
+  // bucket's start and the last one's end.
+  std::pair<double, double> Reduce(RankState& st, int stage) {
+    const int k = model_.dp.buckets;
+    const double bucket_us = BucketUs(stage, k);
+    const GradientAction& g = gradient_[stage];
+    double first_start = kUnknown;
+    for (int i = 0; i < k; ++i) {
+      double ready = st.t;
+      if (i + 1 < k && g.start != kUnknown) {
+        ready = g.start + (g.end - g.start) * (i + 1) / k;
+      }
+      const double start = std::max(ready, st.reduce_free);
+      st.reduce_free = start + bucket_us;
+      st.reduce_us += bucket_us;
+      st.reductions.push_back({static_cast<int32_t>(st.pc), i, start, st.reduce_free});
+      if (first_start == kUnknown) first_start = start;
+    }
+    return {first_start, st.reduce_free};
   }
 
   void Post(int32_t id, bool send, double t, std::vector<int>& runnable) {
@@ -118,9 +170,11 @@ class Engine {
     }
   }
 
-  double ReduceUs(int stage) const {
-    if (free_reductions_ || model_.dp.size <= 1) return 0;
-    return model_.dp.link.TransferUs(model_.ReduceTrafficBytes(stage));
+  // One of k buckets of the stage's reduction: a collective of 1/k of the
+  // traffic, each paying the link latency.
+  double BucketUs(int stage, int k) const {
+    if (model_.dp.size <= 1) return 0;
+    return model_.dp.link.TransferUs(model_.ReduceTrafficBytes(stage) / k);
   }
 
   double GatherUs(int stage) const {
@@ -147,10 +201,10 @@ class Engine {
   const Schedule& s_;
   const Executable& exe_;
   const Model& model_;
-  const bool free_reductions_;
   std::vector<TransferState> transfers_;
   std::vector<RankState> ranks_;
   std::vector<double> unshard_ready_;
+  std::vector<GradientAction> gradient_;  // per stage
 };
 
 // Live bytes of rank r over simulated time: the peak, and the samples when
@@ -164,6 +218,7 @@ int64_t SweepMemory(const Engine& engine, const RankExecutable& exe, int r, doub
     int32_t buffer;
   };
   std::vector<Event> events;
+  events.reserve(2 * exe.buffer_bytes.size());
   const RankState& st = engine.rank(r);
   for (int32_t id : exe.allocate_at_start) events.push_back({0, 1, id});
   for (int32_t id : exe.release_at_end) events.push_back({rank_end, 0, id});
@@ -195,6 +250,7 @@ int64_t SweepMemory(const Engine& engine, const RankExecutable& exe, int r, doub
 void RecordSpans(const Engine& engine, const Executable& exe, int r, Timeline& timeline) {
   const RankExecutable& rank = exe.ranks[r];
   const RankState& st = engine.rank(r);
+  auto reduction = st.reductions.begin();
   for (size_t i = 0; i < rank.steps.size(); ++i) {
     const ExecStep& step = rank.steps[i];
     TimelineSpan span{r, TimelineTrack::kCompute, step.index, -1, st.step_start[i], st.step_end[i]};
@@ -203,7 +259,13 @@ void RecordSpans(const Engine& engine, const Executable& exe, int r, Timeline& t
       span.transfer = step.transfer;
       span.end_us = engine.transfer(step.transfer).end;
     } else if (step.kind == ActionKind::kReduceGrad) {
-      span.track = TimelineTrack::kReduce;
+      // One span per bucket (the records are in step order).
+      for (; reduction != st.reductions.end() && reduction->step == static_cast<int32_t>(i);
+           ++reduction) {
+        timeline.spans.push_back({r, TimelineTrack::kReduce, step.index, -1, reduction->start,
+                                  reduction->end, reduction->bucket});
+      }
+      continue;
     } else if (step.kind == ActionKind::kUnshard) {
       span.track = TimelineTrack::kUnshard;
     } else if (!IsCompute(step.kind)) {
@@ -217,13 +279,12 @@ void RecordSpans(const Engine& engine, const Executable& exe, int r, Timeline& t
 
 absl::StatusOr<SimulationResult> Simulate(const Schedule& schedule, const Executable& executable,
                                           const Model& model, const SimulationOptions& options) {
-  Engine engine(schedule, executable, model, /*free_reductions=*/false);
+  RETURN_IF_ERROR(CheckModelFits(model, schedule.num_stages()));
+  Engine engine(schedule, executable, model);
   RETURN_IF_ERROR(engine.Run());
-  Engine free_engine(schedule, executable, model, /*free_reductions=*/true);
-  RETURN_IF_ERROR(free_engine.Run());
 
   SimulationResult result;
-  double free_makespan = 0, longest_span = 0;
+  double compute_end = 0, longest_span = 0;
   for (int r = 0; r < schedule.pp; ++r) {
     const RankState& st = engine.rank(r);
     RankSimulation rank;
@@ -238,7 +299,8 @@ absl::StatusOr<SimulationResult> Simulate(const Schedule& schedule, const Execut
     if (options.record_timeline) RecordSpans(engine, executable, r, result.timeline);
     result.makespan_us = std::max(result.makespan_us, rank.end_us);
     result.total_reduce_us += rank.reduce_us;
-    free_makespan = std::max(free_makespan, free_engine.RankEnd(r));
+    result.max_rank_reduce_us = std::max(result.max_rank_reduce_us, rank.reduce_us);
+    compute_end = std::max(compute_end, st.t);
     longest_span = std::max(longest_span, rank.span_us);
     result.ranks.push_back(rank);
   }
@@ -252,7 +314,10 @@ absl::StatusOr<SimulationResult> Simulate(const Schedule& schedule, const Execut
           std::max(result.span_bubble_fraction, 1 - rank.busy_us / longest_span);
     }
   }
-  result.exposed_reduce_us = result.makespan_us - free_makespan;
+  // No compute waits for a reduction (only the step end does), so with free
+  // reductions every step runs at the same times and the makespan is the
+  // latest compute end.
+  result.exposed_reduce_us = result.makespan_us - compute_end;
   return result;
 }
 

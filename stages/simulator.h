@@ -10,7 +10,12 @@
 //     p2p.latency_us + bytes / p2p.gb_per_s;
 //   - REDUCE_GRAD starts the stage's reduction on the rank's reduction stream
 //     (serialised), costing dp.latency_us + Model::ReduceTrafficBytes / dp
-//     bandwidth (nothing when dp.size is 1); the step waits for it at the end;
+//     bandwidth (nothing when dp.size is 1); the step waits for it at the end
+//     and no compute waits for it. With dp.buckets = k > 1 the reduction is
+//     k buckets of 1/k of the traffic, each paying the latency: bucket i < k-1
+//     may start at (i + 1)/k of the stage's last compute action holding one
+//     of its B or W parts, the last bucket when REDUCE_GRAD is reached
+//     (model.h); each starts once the stream is free;
 //   - UNSHARD gathers the stage's parameters on its own stream:
 //     dp.latency_us + param_bytes (size-1)/size / bandwidth; RESHARD is free.
 // Memory events happen at simulated times: an allocation when its step
@@ -24,7 +29,15 @@
 // fraction (1 - busy / makespan, worst rank) and the span bubble fraction
 // (1 - busy / longest span, worst rank: the zero-bubble papers' measure);
 // exposed reduction = makespan - the makespan of the same run with free
-// reductions.
+// reductions (as no compute waits for a reduction, that run's makespan is
+// the latest compute end). Cost: one pass over the steps, plus sorting each
+// rank's memory events.
+//
+// Timeline (SimulationOptions::record_timeline): per rank, in program order,
+// a span per compute step (kCompute), per SEND / RECV from its post to the
+// transfer's completion (kSend / kRecv, with the transfer id), per reduction
+// bucket (kReduce, with its bucket number) and per UNSHARD (kUnshard);
+// memory samples per rank by category at every time the live bytes change.
 #ifndef JITPIPE_STAGES_SIMULATOR_H_
 #define JITPIPE_STAGES_SIMULATOR_H_
 
@@ -57,14 +70,17 @@ struct SimulationResult {
   double bubble_fraction = 0;
   double span_bubble_fraction = 0;
   double exposed_reduce_us = 0;
-  double total_reduce_us = 0;  // sum over ranks of their reductions' durations
+  double total_reduce_us = 0;     // sum over ranks of their reductions' durations
+  double max_rank_reduce_us = 0;  // the most one rank's reductions take
   std::vector<RankSimulation> ranks;
   Timeline timeline;
 };
 
-// Simulates one step. Errors: FailedPrecondition when ranks block forever
-// (the program deadlocks), naming each blocked rank's index and action;
-// InvalidArgument from the model.
+// Simulates one step of `executable` (built from `schedule` and `model` by
+// BuildExecutable). Errors: FailedPrecondition when ranks block forever (the
+// program deadlocks), naming each blocked rank's index and action;
+// InvalidArgument when the model overrides a stage the schedule lacks.
+// Pure and thread-compatible.
 absl::StatusOr<SimulationResult> Simulate(const Schedule& schedule, const Executable& executable,
                                           const Model& model,
                                           const SimulationOptions& options = {});

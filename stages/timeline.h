@@ -28,6 +28,7 @@ struct TimelineSpan {
   int32_t transfer = -1;         // send/recv: the transfer id (flows pair them)
   double start_us = 0;
   double end_us = 0;
+  int32_t bucket = -1;           // kReduce: the bucket, 0 .. dp.buckets - 1 (-1: unknown)
 };
 
 // Live bytes of one rank by category, from time_us until its next sample.

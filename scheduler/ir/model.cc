@@ -138,6 +138,13 @@ absl::Status ParseDataParallel(const nlohmann::json& dp, DataParallelSpec& out) 
     }
     out.size = static_cast<int>(n);
   }
+  if (auto buckets = dp.find("buckets"); buckets != dp.end()) {
+    ASSIGN_OR_RETURN(int64_t n, WholeNumber(*buckets, "dp.buckets", 1));
+    if (n < 1 || n > std::numeric_limits<int32_t>::max()) {
+      return NotAWholeNumber("dp.buckets", 1, Found(*buckets));
+    }
+    out.buckets = static_cast<int>(n);
+  }
   if (dp.contains("reduce")) {
     ASSIGN_OR_RETURN(std::string reduce, GetString(dp, "reduce", "dp"));
     if (reduce == "all_reduce") {
@@ -330,6 +337,9 @@ absl::Status ValidateModel(const Model& model) {
   RETURN_IF_ERROR(CheckTime(model.p2p.latency_us, "p2p.latency_us"));
   RETURN_IF_ERROR(CheckTime(model.p2p.gb_per_s, "p2p.gb_per_s"));
   if (model.dp.size < 1) return NotAWholeNumber("dp.size", 1, absl::StrCat(model.dp.size));
+  if (model.dp.buckets < 1) {
+    return NotAWholeNumber("dp.buckets", 1, absl::StrCat(model.dp.buckets));
+  }
   RETURN_IF_ERROR(CheckTime(model.dp.link.latency_us, "dp.latency_us"));
   return CheckTime(model.dp.link.gb_per_s, "dp.gb_per_s");
 }

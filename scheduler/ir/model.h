@@ -9,7 +9,7 @@
 //    "stages": [{"index": 7, "forward_us": 2}],
 //    "p2p": {"latency_us": 0, "gb_per_s": 0},
 //    "dp": {"size": 1, "reduce": "all_reduce", "param_dtype": "fp32", "grad_dtype": "fp32",
-//           "reduce_dtype": null, "latency_us": 10, "gb_per_s": 100}}
+//           "reduce_dtype": null, "latency_us": 10, "gb_per_s": 100, "buckets": 1}}
 //
 // Per-stage keys (in "defaults" and in each "stages" entry):
 //   forward_us, backward_input_us, backward_weight_us   times of F, I and W
@@ -30,6 +30,17 @@
 // grad dtype), latency 0, gb_per_s 0. Bandwidths are in 10^9 bytes per second;
 // 0 means infinite. Unknown keys are ignored: keys may be added within a
 // version, none is renamed.
+//
+// Reduction buckets: "dp.buckets" = k (default 1) splits each stage's
+// reduction into k equal buckets, each one collective of ReduceTrafficBytes / k
+// costing dp.latency_us + its bytes / bandwidth. A stage's gradients are
+// complete after its last W (or B), but become ready layer by layer during
+// that action, as DDP's bucket hooks exploit: bucket i (0 <= i < k - 1) is
+// ready at fraction (i + 1) / k of that action's duration, and the last
+// bucket when the program issues the stage's REDUCE_GRAD (after the action).
+// Each bucket is reduced on the rank's reduction stream from then on, so
+// only the last bucket has to follow the compute. k = 1 is one reduction
+// issued by REDUCE_GRAD.
 //
 // Dtypes: fp32 (4 bytes), bf16 and fp16 (2), fp8_e4m3 and fp8_e5m2 (1).
 // Gradients have as many elements as the parameters (param_bytes / size of
@@ -115,6 +126,7 @@ struct DataParallelSpec {
   Dtype grad_dtype = Dtype::kFp32;
   std::optional<Dtype> reduce_dtype;  // unset: reduce in grad_dtype
   Link link;
+  int buckets = 1;  // a stage's reduction in this many buckets (see above)
 
   Dtype EffectiveReduceDtype() const { return reduce_dtype.value_or(grad_dtype); }
   // True when the reduction needs its own buffer: reduce_dtype set and
@@ -155,7 +167,7 @@ struct Model {
 
 // Checks the ranges of every field, naming it: times finite and >= 0, byte
 // sizes >= 0, param_bytes a whole number of param_dtype elements, override
-// indices >= 0 and distinct, dp.size >= 1. Errors: InvalidArgument, e.g.
+// indices >= 0 and distinct, dp.size >= 1, dp.buckets >= 1. Errors: InvalidArgument, e.g.
 //   "stages[1].forward_us" must be a finite number >= 0, found -1
 absl::Status ValidateModel(const Model& model);
 

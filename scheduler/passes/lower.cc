@@ -8,6 +8,7 @@
 #include "scheduler/passes/add_unshard_reshard.h"
 #include "scheduler/passes/lower_send_recv_early.h"
 #include "scheduler/passes/merge_backward.h"
+#include "scheduler/passes/overlap_reduce.h"
 #include "scheduler/passes/pass_utils.h"
 #include "scheduler/passes/place_recvs_just_in_time.h"
 #include "scheduler/passes/split_backward.h"
@@ -47,6 +48,12 @@ PassPipeline LoweringPipeline(const LowerOptions& options) {
   if (options.recv == RecvPlacement::kJit) {
     pipeline.AddPass(std::string(kPlaceRecvsJustInTimePass), PlaceRecvsJustInTime);
   }
+  if (options.overlap) {
+    pipeline.AddPass(std::string(kOverlapReducePass),
+                     [peak = options.overlap_peak](const Schedule& s) {
+                       return OverlapReduce(s, {.rank_peak = peak});
+                     });
+  }
   pipeline.SetInvariantChecker(CheckLoweringInvariant);
   return pipeline;
 }
@@ -62,6 +69,9 @@ absl::StatusOr<LowerResult> LowerWithDump(const Schedule& schedule, const LowerO
     return absl::FailedPreconditionError(
         "the schedule is already lowered (it holds sends, receives or reductions); lowering "
         "takes a compute-only schedule");
+  }
+  if (options.overlap && !options.reduce_grad) {
+    return absl::InvalidArgumentError("overlap needs reduce_grad (there is nothing to overlap)");
   }
   RETURN_IF_ERROR(ValidateStructure(schedule));
   ASSIGN_OR_RETURN(PipelineResult result,

@@ -7,6 +7,7 @@
 //   [add_reduce_grad]                   reduce_grad
 //   lower_send_recv_early               always (PyTorch's _add_send_recv)
 //   [place_recvs_just_in_time]          recv == kJit (the default)
+//   [overlap_reduce]                    overlap (needs reduce_grad)
 //
 // With recv = kEarly, fsdp and reduce_grad the result equals PyTorch's
 // _PipelineScheduleRuntime lowering (its pipeline_order_with_comms) exactly;
@@ -24,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "scheduler/ir/schedule.h"
+#include "scheduler/passes/overlap_reduce.h"
 #include "scheduler/passes/pass_pipeline.h"
 
 namespace jitpipe {
@@ -44,7 +46,11 @@ struct LowerOptions {
   BackwardForm backward = BackwardForm::kKeep;
   bool fsdp = false;         // UNSHARD/RESHARD with PyTorch's 3-stage lookahead
   bool reduce_grad = false;  // REDUCE_GRAD right after each stage's last B or W
-  std::string dump_after;    // pass name whose output the pipeline records ("" = none)
+  // Reorder Ws so reductions hide under compute (overlap_reduce.h); needs
+  // reduce_grad. overlap_peak is its memory limit (unset: activation units).
+  bool overlap = false;
+  RankPeakFunction overlap_peak = nullptr;
+  std::string dump_after = {};  // pass name whose output the pipeline records ("" = none)
   // Validate after every pass (ValidateStructure; once sends exist, Validate()
   // under relaxed and strict semantics). A failure there is Internal: a bug.
   bool check_invariants = kCheckInvariantsByDefault;
@@ -54,8 +60,8 @@ struct LowerOptions {
 // bubbles. Errors: FailedPrecondition if `schedule` is already lowered;
 // InvalidArgument if it fails ValidateStructure() (that message, naming the
 // rank, index and action), if a pass refuses it ("pass <name>: ...", e.g. a
-// cyclic wait in lower_send_recv_early) or if dump_after names no pass that
-// runs with these options.
+// cyclic wait in lower_send_recv_early), if dump_after names no pass that
+// runs with these options, or if overlap is set without reduce_grad.
 absl::StatusOr<Schedule> Lower(const Schedule& schedule, const LowerOptions& options = {});
 
 struct LowerResult {

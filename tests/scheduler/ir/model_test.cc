@@ -63,6 +63,12 @@ TEST(ModelTest, AbsentKeysTakeDocumentedDefaults) {
   EXPECT_EQ(model.dp.param_dtype, Dtype::kFp32);
   EXPECT_EQ(model.dp.grad_dtype, Dtype::kFp32);
   EXPECT_EQ(model.dp.EffectiveReduceDtype(), Dtype::kFp32);
+  EXPECT_EQ(model.dp.buckets, 1);
+}
+
+TEST(ModelTest, ReadsReductionBuckets) {
+  ASSERT_OK_AND_ASSIGN(Model model, ParseModelJson(ModelWith(R"("dp": {"buckets": 8})")));
+  EXPECT_EQ(model.dp.buckets, 8);
 }
 
 TEST(ModelTest, OverridesMergeKeyByKeyOverDefaults) {
@@ -179,6 +185,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadModel{R"("dp": {"reduce": "all_gather"})",
                  R"("dp.reduce" is "all_gather"; expected all_reduce or reduce_scatter)"},
         BadModel{R"("dp": {"size": 0})", R"("dp.size" must be a whole number >= 1, found 0)"},
+        BadModel{R"("dp": {"buckets": 0})",
+                 R"("dp.buckets" must be a whole number >= 1, found 0)"},
+        BadModel{R"("dp": {"buckets": 2.5})",
+                 R"("dp.buckets" must be a whole number >= 1, found 2.5)"},
         BadModel{R"("dp": {"gb_per_s": -100})",
                  R"("dp.gb_per_s" must be a finite number >= 0, found -100)"},
         BadModel{R"("p2p": {"latency_us": "fast"})",

@@ -1,0 +1,75 @@
+// OverlapReduce: lets gradient reduction hide under the compute that follows
+// it. A stage's REDUCE_GRAD can start only once its last W (or B) has run;
+// the reduction then runs on the rank's reduction stream beside the rank's
+// remaining compute and is waited for at the end of the step (the simulator
+// and the runtimes do that wait). Two changes bring it forward:
+//
+//   1. W actions of different stages on one rank are independent, so the
+//      pass reorders them: at each position that holds a W, it takes the
+//      next W of the stage that completes its gradients first in the input
+//      (the stage whose reduction can hide under the most compute), as long
+//      as that W's I has already run. Per stage the Ws keep their order; F,
+//      I, B, OVERLAP_F_B, sends, receives and stage-wide actions keep their
+//      positions, so communication and deadlock freedom are unchanged.
+//   2. Each stage's REDUCE_GRAD is issued right after its last W or B (and
+//      the sends and receives posted right after that action).
+//
+// One rank holding stages 0 and 3 (two microbatches; sends omitted):
+//   before: 3I0 3I1 0I0 3W0 0W0 0I1 3W1 3REDUCE_GRAD 0W1 0REDUCE_GRAD
+//   after:  3I0 3I1 0I0 3W0 3W1 3REDUCE_GRAD 0I1 0W0 0W1 0REDUCE_GRAD
+// Stage 3's reduction now runs beside 0I1 0W0 0W1.
+//
+// Within the memory plan's limits: a W moved later keeps its buffers alive
+// longer, so each rank's reordered program is kept only if its peak does not
+// rise; otherwise the pass keeps the input's Ws on a prefix of the W
+// positions, as short as the peak allows (bisection), and reorders the rest.
+// A stage's W never moves ahead of the stage's first W or B (where its
+// parameter gradients are allocated) and never across an UNSHARD or RESHARD.
+//
+// The pass changes nothing on a rank with one stage or whose stages' Ws are
+// already in this order, except moving a REDUCE_GRAD that came later up to
+// its stage's last W or B. Stages without a REDUCE_GRAD get none.
+//
+// Pure; thread-compatible. O(actions x stages per rank), plus the peak
+// function's cost for each rank that changes (and ~log2(Ws) more calls for
+// a rank whose reordered peak rises).
+#ifndef JITPIPE_SCHEDULER_PASSES_OVERLAP_REDUCE_H_
+#define JITPIPE_SCHEDULER_PASSES_OVERLAP_REDUCE_H_
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "scheduler/ir/schedule.h"
+
+namespace jitpipe {
+
+inline constexpr absl::string_view kOverlapReducePass = "overlap_reduce";
+
+// The peak memory of rank `rank`'s program in `schedule` (a lowered
+// schedule) under the caller's memory plan, in any unit. The schedule passed
+// is a probe that lives only for the call.
+using RankPeakFunction = std::function<absl::StatusOr<int64_t>(const Schedule& schedule, int rank)>;
+
+struct OverlapReduceOptions {
+  // The memory limit. Unset: ActivationUnitPeak, which needs no model.
+  RankPeakFunction rank_peak = nullptr;
+};
+
+// Returns the schedule with Ws reordered and REDUCE_GRADs moved as above.
+// Errors: FailedPrecondition for a compute-only schedule or one without any
+// REDUCE_GRAD ("lower with reduce_grad first"); InvalidArgument naming rank,
+// index and action for a bad stage or microbatch, a REDUCE_GRAD repeated
+// for a stage, or a W whose I is not before it; the peak function's error.
+absl::StatusOr<Schedule> OverlapReduce(const Schedule& in, const OverlapReduceOptions& options = {});
+
+// A model-free memory measure: the peak number of (stage, microbatch)
+// activations live on the rank, each from its F to its last backward part (W,
+// or B, or an I without a W), the unit the zero-bubble schedules' memory
+// limits are stated in. REQUIRES: `schedule` passes CheckIndices().
+int64_t ActivationUnitPeak(const Schedule& schedule, int rank);
+
+}  // namespace jitpipe
+
+#endif  // JITPIPE_SCHEDULER_PASSES_OVERLAP_REDUCE_H_
