@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "base/atomic_file.h"
 #include "base/status_macros.h"
 #include "comm/flight_analysis.h"
 #include "comm/flight_recorder.h"
@@ -98,12 +99,8 @@ class Run {
     std::vector<std::thread> threads;
     for (int w = 0; w < world_size_; ++w) threads.emplace_back([this, w] { RankMain(w); });
     for (std::thread& t : threads) t.join();
-    int root = -1;
-    {
-      absl::MutexLock lock(&mu_);
-      root = root_rank_;
-    }
-    if (root >= 0) return FailureReport(root);
+    absl::MutexLock lock(&mu_);
+    if (root_rank_ >= 0) return FailureReport(root_rank_);
     return Collect();
   }
 
@@ -151,11 +148,6 @@ class Run {
       if (w == 0 && options_.on_step) options_.on_step(step + 1);
     }
     if (!out.status.ok()) Fail(w, out.status, transport);
-    if (!out.status.ok()) {
-      if (!options_.flight_dir.empty()) {
-        dump_status_[w] = recorders_[w]->Dump(options_.flight_dir, out.status.message());
-      }
-    }
     out.peak_bytes = buffers->peak_bytes();
     out.heap_allocations = buffers->heap_allocations();
   }
@@ -172,22 +164,30 @@ class Run {
     return absl::OkStatus();
   }
 
-  // Records the root failure (the first one that is not a consequence of
-  // another rank's abort), stops the barrier and aborts the world.
+  // The first failure is the root: every other failure follows from the
+  // abort it causes. The root takes every rank's flight record as it stands
+  // at that moment (before the abort disturbs it), writes them into the
+  // flight directory, then stops the barrier and aborts the world.
   void Fail(int w, const absl::Status& status, Transport& transport) {
     {
       absl::MutexLock lock(&mu_);
-      const bool consequence = status.code() == absl::StatusCode::kAborted;
-      if (root_rank_ < 0 || (root_consequence_ && !consequence)) {
+      if (root_rank_ < 0) {
         root_rank_ = w;
-        root_consequence_ = consequence;
+        const std::string reason = absl::StrCat("rank ", w, " failed: ", status.message());
+        for (const auto& recorder : recorders_) snapshots_.push_back(recorder->ToJson(reason));
+        if (!options_.flight_dir.empty()) {
+          for (int r = 0; r < world_size_ && dump_status_.ok(); ++r) {
+            dump_status_ = WriteFileAtomically(
+                absl::StrCat(options_.flight_dir, "/rank_", r, ".json"), snapshots_[r]);
+          }
+        }
       }
     }
     barrier_.Fail();
     transport.Abort(std::string(status.message()));
   }
 
-  absl::Status FailureReport(int root_rank) const {
+  absl::Status FailureReport(int root_rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const absl::Status& root = outcomes_[root_rank].status;
     std::vector<int> aborted, timed_out, failed;
     for (int w = 0; w < world_size_; ++w) {
@@ -211,27 +211,19 @@ class Run {
     return absl::Status(root.code(), message);
   }
 
-  // The first line of the flight analysis, from the dumps when written.
-  std::string FlightDiagnosis() const {
+  // The first line of the flight analysis of the records taken at the root
+  // failure (the ones written into the flight directory).
+  std::string FlightDiagnosis() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!dump_status_.ok()) {
+      return absl::StrCat("flight records not written: ", dump_status_.message());
+    }
     std::vector<FlightRecord> records;
-    std::string where;
-    if (!options_.flight_dir.empty()) {
-      absl::StatusOr<std::vector<FlightRecord>> loaded = LoadFlightRecords(options_.flight_dir);
-      if (!loaded.ok()) return absl::StrCat("flight records unreadable: ", loaded.status().message());
-      records = *std::move(loaded);
-      where = absl::StrCat(" (records in ", options_.flight_dir, ")");
-    } else {
-      for (const auto& recorder : recorders_) {
-        absl::StatusOr<FlightRecord> r = ParseFlightRecord(recorder->ToJson("failure"));
-        if (r.ok()) records.push_back(*std::move(r));
-      }
+    for (const std::string& json : snapshots_) {
+      absl::StatusOr<FlightRecord> r = ParseFlightRecord(json);
+      if (r.ok()) records.push_back(*std::move(r));
     }
-    for (int w = 0; w < world_size_; ++w) {
-      if (!dump_status_[w].ok()) {
-        return absl::StrCat("flight record of rank ", w, " not written: ",
-                            dump_status_[w].message());
-      }
-    }
+    const std::string where =
+        options_.flight_dir.empty() ? "" : absl::StrCat(" (records in ", options_.flight_dir, ")");
     FlightAnalysis analysis = AnalyzeFlightRecords(records);
     return absl::StrCat("flight analysis", where, ": ",
                         analysis.ok() ? "all operations matched" : analysis.first);
@@ -283,13 +275,13 @@ class Run {
   StepBarrier barrier_;
   std::vector<std::unique_ptr<FlightRecorder>> recorders_;  // by world rank
   std::vector<RankOutcome> outcomes_;  // slot w written by thread w only
-  std::vector<absl::Status> dump_status_ = std::vector<absl::Status>(world_size_);
   const std::chrono::steady_clock::time_point origin_;
 
   absl::Mutex factory_mu_;
   absl::Mutex mu_;
   int root_rank_ ABSL_GUARDED_BY(mu_) = -1;
-  bool root_consequence_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> snapshots_ ABSL_GUARDED_BY(mu_);  // flight records at the root failure
+  absl::Status dump_status_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::Status CheckInputs(const Schedule& schedule, const Executable& executable,

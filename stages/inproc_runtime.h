@@ -13,14 +13,15 @@
 // step's time is from the first rank's start to the last rank's end.
 //
 // Failure: the first failing rank (a Stage error, or DeadlineExceeded when a
-// wait outlives options.timeout) aborts the world, so every other rank's
-// pending wait fails at once with Aborted and no thread hangs; every wait is
-// bounded by the timeout. Then every rank dumps its flight record into
-// options.flight_dir (when set; DIR/rank_<world rank>.json, atomically).
-// The run returns the root failure's code and message, followed by which
-// ranks stopped how and, for a timeout, the first line of the flight
-// analysis (AnalyzeFlightRecords over the dumps, or over the records in
-// memory when no directory is set):
+// wait outlives options.timeout) is the root. It takes every rank's flight
+// record as it stands at that moment, writes them into options.flight_dir
+// (when set; DIR/rank_<world rank>.json, each atomically), then aborts the
+// world, so every other rank's pending wait fails at once with Aborted and
+// no thread hangs; every wait is bounded by the timeout. (Records taken
+// after the abort would show its side effects, e.g. sends refused because
+// the world is down, instead of where the ranks stood.) The run returns the
+// root failure's code and message, followed by which ranks stopped how and,
+// for a timeout, the first line of the flight analysis of those records:
 //   rank 1, index 3 (1F1): timed out after 2s waiting for receive 1RECV_F1
 //   from rank 0 (index 2); other ranks: aborted (0); flight analysis: rank 1
 //   waits at index 2 (1RECV_F1) for rank 0; ...

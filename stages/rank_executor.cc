@@ -207,18 +207,21 @@ absl::Status RankExecutor::RunProgramStep(int32_t i, StepResult& result) {
       step.allocate_begin != step.allocate_end) {
     RETURN_IF_ERROR(CompleteAll());
   }
-  const double start = NowUs();
   RETURN_IF_ERROR(Allocate(exe_.AllocatedBefore(step)));
   SampleMemory();
   if (IsCompute(step.kind)) {
+    // The compute span starts once the first part's input has arrived: the
+    // wait before it shows on the recv track.
+    double compute_start = -1;
     for (const ExecPart& part : exe_.PartsOf(step)) {
       const int32_t slot = part_slot_[&part - exe_.parts.data()];
       if (slot >= 0) RETURN_IF_ERROR(WaitRecv(slot));
+      if (compute_start < 0) compute_start = NowUs();
       RETURN_IF_ERROR(RunPart(part, result));
     }
     if (options_.record_timeline) {
       timeline_.spans.push_back(
-          {world_rank_, TimelineTrack::kCompute, step.index, -1, start, NowUs()});
+          {world_rank_, TimelineTrack::kCompute, step.index, -1, compute_start, NowUs()});
     }
   } else if (IsSend(step.kind)) {
     RETURN_IF_ERROR(PostSend(i, step));

@@ -10,6 +10,8 @@ const std::vector<Command>& AllCommands() {
       LowerCommand(),
       GenerateCommand(),
       PlanCommand(),
+      ReplayCommand(),
+      FrAnalyzeCommand(),
   };
   return *commands;
 }

@@ -12,6 +12,8 @@ Command ValidateCommand();
 Command LowerCommand();
 Command GenerateCommand();
 Command PlanCommand();
+Command ReplayCommand();
+Command FrAnalyzeCommand();
 
 }  // namespace jitpipe::cli
 

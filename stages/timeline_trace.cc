@@ -1,0 +1,261 @@
+#include "stages/timeline_trace.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+
+namespace jitpipe {
+namespace {
+
+constexpr int kComputeTid = 1;
+constexpr int kLaneStride = 1000;  // tid = 1 + track * kLaneStride + lane
+
+// One span on its way into the trace.
+struct Slice {
+  const TimelineSpan* span = nullptr;
+  int tid = kComputeTid;
+  int step = 0;  // the rank's step the span belongs to
+  std::string name;
+  std::string flow_in_name, flow_out_name;
+  int64_t flow_in = -1, flow_out = -1;
+};
+
+int64_t Nanos(double us) { return std::llround(us * 1000.0); }
+
+absl::string_view TrackName(TimelineTrack track) {
+  switch (track) {
+    case TimelineTrack::kCompute: return "compute";
+    case TimelineTrack::kSend: return "send";
+    case TimelineTrack::kRecv: return "recv";
+    case TimelineTrack::kReduce: return "reduce";
+    case TimelineTrack::kUnshard: return "unshard";
+  }
+  return "?";
+}
+
+absl::string_view TrackCat(TimelineTrack track) {
+  switch (track) {
+    case TimelineTrack::kCompute: return "compute";
+    case TimelineTrack::kSend:
+    case TimelineTrack::kRecv: return "p2p";
+    case TimelineTrack::kReduce: return "reduce";
+    case TimelineTrack::kUnshard: return "fsdp";
+  }
+  return "?";
+}
+
+uint64_t Key(int rank, int step, int index) {
+  return (static_cast<uint64_t>(rank) << 48) | (static_cast<uint64_t>(step) << 32) |
+         static_cast<uint32_t>(index);
+}
+
+// Numbers each rank's steps (a new step starts where the program index goes
+// back) and spreads overlapping spans of a non-compute track over lanes.
+// Index spaces: slice position, timeline rank, track, lane.
+std::vector<Slice> MakeSlices(const Schedule& s, const Timeline& timeline) {
+  std::vector<Slice> slices;
+  slices.reserve(timeline.spans.size());
+  std::map<int, int> last_index, step_of_rank;
+  for (const TimelineSpan& span : timeline.spans) {
+    auto [it, fresh] = last_index.try_emplace(span.rank, span.index);
+    if (!fresh && span.index < it->second) ++step_of_rank[span.rank];
+    it->second = span.index;
+    Slice slice;
+    slice.span = &span;
+    slice.step = step_of_rank[span.rank];
+    slice.name = s.ranks[span.rank % s.pp][span.index].ToString();
+    if (span.track == TimelineTrack::kReduce && span.bucket >= 0) {
+      absl::StrAppend(&slice.name, " bucket ", span.bucket);
+    }
+    slices.push_back(std::move(slice));
+  }
+  std::map<std::pair<int, int>, std::vector<size_t>> by_track;
+  for (size_t k = 0; k < slices.size(); ++k) {
+    const TimelineSpan& span = *slices[k].span;
+    if (span.track != TimelineTrack::kCompute) {
+      by_track[{span.rank, static_cast<int>(span.track)}].push_back(k);
+    }
+  }
+  for (auto& [key, members] : by_track) {
+    std::stable_sort(members.begin(), members.end(), [&](size_t a, size_t b) {
+      return slices[a].span->start_us < slices[b].span->start_us;
+    });
+    std::vector<int64_t> lane_end;  // per lane: the end of its last slice, ns
+    for (size_t k : members) {
+      const int64_t start = Nanos(slices[k].span->start_us);
+      size_t lane = 0;
+      while (lane < lane_end.size() && lane_end[lane] > start) ++lane;
+      if (lane == lane_end.size()) lane_end.push_back(0);
+      lane_end[lane] = Nanos(slices[k].span->end_us);
+      slices[k].tid = 1 + key.second * kLaneStride + static_cast<int>(lane);
+    }
+  }
+  return slices;
+}
+
+// Producer and consumer (pipeline rank, program index) of every transfer.
+struct TransferEnds {
+  std::vector<std::pair<int, int>> producer, consumer;  // by transfer id; (-1, -1) unknown
+};
+
+TransferEnds FindEnds(const Executable& exe) {
+  TransferEnds ends;
+  ends.producer.assign(exe.transfers.size(), {-1, -1});
+  ends.consumer.assign(exe.transfers.size(), {-1, -1});
+  absl::flat_hash_map<std::tuple<bool, int, int>, int32_t> by_send;
+  for (size_t t = 0; t < exe.transfers.size(); ++t) {
+    const Transfer& x = exe.transfers[t];
+    by_send[{x.kind == ActionKind::kSendB, x.stage, x.microbatch}] = static_cast<int32_t>(t);
+  }
+  for (const RankExecutable& rank : exe.ranks) {
+    for (const ExecStep& step : rank.steps) {
+      for (const ExecPart& part : rank.PartsOf(step)) {
+        if (part.waits_for != kNoTransfer) ends.consumer[part.waits_for] = {rank.rank, step.index};
+        if (part.kind == ActionKind::kBackwardWeight) continue;
+        auto it = by_send.find({part.kind != ActionKind::kForward, part.stage, part.microbatch});
+        if (it != by_send.end() && exe.transfers[it->second].src_rank == rank.rank) {
+          ends.producer[it->second] = {rank.rank, step.index};
+        }
+      }
+    }
+  }
+  return ends;
+}
+
+// Sets flow_out / flow_in on producer and consumer compute slices where
+// both viewers can bind them (see the header).
+void AddFlows(const Schedule& s, const Executable& exe, std::vector<Slice>& slices) {
+  absl::flat_hash_map<uint64_t, size_t> compute;  // (rank, step, index) -> slice
+  std::map<int, std::vector<int64_t>> starts;     // per rank: compute starts, ns
+  int steps = 0, world = 0;
+  for (size_t k = 0; k < slices.size(); ++k) {
+    const TimelineSpan& span = *slices[k].span;
+    if (span.track != TimelineTrack::kCompute) continue;
+    compute[Key(span.rank, slices[k].step, span.index)] = k;
+    starts[span.rank].push_back(Nanos(span.start_us));
+    steps = std::max(steps, slices[k].step + 1);
+    world = std::max(world, span.rank + 1);
+  }
+  for (auto& [rank, list] : starts) std::sort(list.begin(), list.end());
+  auto unique_start = [&](int rank, int64_t ns) {
+    const std::vector<int64_t>& list = starts[rank];
+    auto lo = std::lower_bound(list.begin(), list.end(), ns - 1);
+    return lo != list.end() && *lo <= ns + 1 && (lo + 1 == list.end() || *(lo + 1) > ns + 1);
+  };
+  const TransferEnds ends = FindEnds(exe);
+  int64_t id = 0;
+  // Index spaces: replica (world rank = replica * pp + rank), step, transfer.
+  for (int replica = 0; replica * s.pp < world; ++replica) {
+    for (int step = 0; step < steps; ++step) {
+      for (size_t t = 0; t < exe.transfers.size(); ++t) {
+        const auto [src, from_index] = ends.producer[t];
+        const auto [dst, to_index] = ends.consumer[t];
+        if (src < 0 || dst < 0) continue;
+        auto p = compute.find(Key(replica * s.pp + src, step, from_index));
+        auto c = compute.find(Key(replica * s.pp + dst, step, to_index));
+        if (p == compute.end() || c == compute.end()) continue;
+        Slice& from = slices[p->second];
+        Slice& to = slices[c->second];
+        const int64_t from_ns = Nanos(from.span->start_us), to_ns = Nanos(to.span->start_us);
+        if (from.flow_out >= 0 || to.flow_in >= 0 || to_ns <= from_ns + 1 ||
+            !unique_start(from.span->rank, from_ns) || !unique_start(to.span->rank, to_ns)) {
+          continue;
+        }
+        const Transfer& x = exe.transfers[t];
+        const bool forward = x.kind == ActionKind::kSendF;
+        std::string name = absl::StrCat(forward ? "act s" : "grad s", x.stage, "->s",
+                                        forward ? x.stage + 1 : x.stage - 1, " mb", x.microbatch);
+        from.flow_out = to.flow_in = id++;
+        from.flow_out_name = to.flow_in_name = std::move(name);
+      }
+    }
+  }
+}
+
+void WriteNames(const Schedule& s, const std::vector<Slice>& slices, ChromeTraceWriter& writer) {
+  std::map<int, std::map<int, std::string>> threads;  // rank -> tid -> name
+  for (const Slice& slice : slices) {
+    const int lane = (slice.tid - 1) % kLaneStride;
+    threads[slice.span->rank][slice.tid] =
+        lane == 0 ? std::string(TrackName(slice.span->track))
+                  : absl::StrCat(TrackName(slice.span->track), " ", lane + 1);
+  }
+  for (const auto& [rank, tids] : threads) {
+    writer.SetProcessName(rank, rank < s.pp ? absl::StrCat("rank ", rank)
+                                            : absl::StrCat("rank ", rank, " (pipeline rank ",
+                                                           rank % s.pp, ", replica ",
+                                                           rank / s.pp, ")"));
+    writer.SetProcessSortIndex(rank, rank);
+    for (const auto& [tid, name] : tids) {
+      writer.SetThreadName(rank, tid, name);
+      writer.SetThreadSortIndex(rank, tid, tid);
+    }
+  }
+}
+
+void WriteSlices(const Schedule& s, const Executable& exe, std::vector<Slice>& slices,
+                 ChromeTraceWriter& writer) {
+  std::stable_sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
+    return a.span->start_us < b.span->start_us;
+  });
+  for (const Slice& slice : slices) {
+    const TimelineSpan& span = *slice.span;
+    std::vector<TraceArg> args = {TraceArg("index", span.index)};
+    if (span.transfer >= 0) {
+      const Transfer& x = exe.transfers[span.transfer];
+      const int base = span.rank - span.rank % s.pp;
+      args.emplace_back("bytes", x.bytes);
+      args.emplace_back("peer", base + (span.track == TimelineTrack::kSend ? x.dst_rank : x.src_rank));
+    }
+    TraceSlice out{slice.name, TrackCat(span.track), span.rank, slice.tid, span.start_us,
+                   std::max(0.0, span.end_us - span.start_us), args};
+    if (slice.flow_out >= 0) out.flow_out = TraceFlow{slice.flow_out_name, slice.flow_out};
+    if (slice.flow_in >= 0) out.flow_in = TraceFlow{slice.flow_in_name, slice.flow_in};
+    writer.AddSlice(out);
+  }
+}
+
+// Memory counters per rank, and a last sample at the rank's end so the
+// final step has width.
+void WriteCounters(const Timeline& timeline, ChromeTraceWriter& writer) {
+  std::map<int, double> rank_end;
+  for (const TimelineSpan& span : timeline.spans) {
+    rank_end[span.rank] = std::max(rank_end[span.rank], span.end_us);
+  }
+  std::map<int, const MemorySample*> last;
+  auto emit = [&writer](const MemorySample& m, double ts) {
+    int64_t live = 0;
+    for (int c = 0; c < kNumMemoryCategories; ++c) {
+      const std::string name =
+          absl::StrCat("mem.", MemoryCategoryName(static_cast<MemoryCategory>(c)));
+      writer.AddCounter({name, "memory", m.rank, 0, ts, "bytes", static_cast<double>(m.bytes[c])});
+      live += m.bytes[c];
+    }
+    writer.AddCounter({"mem.live", "memory", m.rank, 0, ts, "bytes", static_cast<double>(live)});
+  };
+  for (const MemorySample& m : timeline.memory) {
+    emit(m, m.time_us);
+    last[m.rank] = &m;
+  }
+  for (const auto& [rank, m] : last) emit(*m, std::max(rank_end[rank], m->time_us));
+}
+
+}  // namespace
+
+void AddTimelineToTrace(const Schedule& schedule, const Executable& executable,
+                        const Timeline& timeline, ChromeTraceWriter& writer) {
+  std::vector<Slice> slices = MakeSlices(schedule, timeline);
+  AddFlows(schedule, executable, slices);
+  WriteNames(schedule, slices, writer);
+  WriteSlices(schedule, executable, slices, writer);
+  WriteCounters(timeline, writer);
+}
+
+}  // namespace jitpipe

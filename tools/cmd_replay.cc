@@ -1,0 +1,343 @@
+// jitpipe replay FILE --backend inproc --stage mlp|cost: runs a schedule for
+// real and reports what was measured.
+//
+// A compute-only FILE is lowered first (LowerForReplay: the default lowering
+// with REDUCE_GRAD). The program is validated, planned under --policy and
+// run for --steps steps over pp x --dp ranks (stages/inproc_runtime.h).
+// stdout: the loss, the step time, each rank's peak memory measured vs
+// planned, the transport's staged bytes and the measured exposed reduction;
+// with --stage mlp also the check against the unpipelined reference trainer
+// (exit 1 when the loss or any gradient differs by more than 1e-5
+// relative). --json prints the same as one JSON object. --trace writes the
+// measured timeline as a Chrome trace. A replay that fails (a stage error,
+// a timeout) exits 1 with the root failure and, for a timeout, the flight
+// analysis; --flight-dir keeps every rank's flight record.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/json_document.h"
+#include "base/status_macros.h"
+#include "scheduler/ir/model.h"
+#include "stages/cost_stage.h"
+#include "stages/inproc_runtime.h"
+#include "stages/mlp_reference.h"
+#include "stages/mlp_stage.h"
+#include "stages/replay_plan.h"
+#include "stages/timeline_trace.h"
+#include "tools/commands.h"
+#include "tools/common_flags.h"
+#include "traces/chrome_trace_writer.h"
+
+ABSL_DECLARE_FLAG(std::string, policy);  // cmd_plan.cc: jit | eager
+
+ABSL_FLAG(std::string, backend, "inproc",
+          "where ranks run: inproc (threads of this process); mpi and nccl when built in");
+ABSL_FLAG(std::string, stage, "",
+          "the stages: mlp (an exact MLP, checked against a reference trainer) or cost (spends "
+          "the model's times and moves its byte sizes; needs --model)");
+ABSL_FLAG(int, steps, 1, "training steps to run");
+ABSL_FLAG(int, dp, 0, "data-parallel replicas (pp x dp ranks); default: the model's dp.size, else 1");
+ABSL_FLAG(double, timeout, 60, "seconds any wait may take before the run fails");
+ABSL_FLAG(std::string, flight_dir, "",
+          "on failure every rank writes its flight record here (rank_<r>.json)");
+ABSL_FLAG(std::string, buffers, "tracked",
+          "buffer provider: tracked (a heap allocation per buffer, measured peak) or arena (the "
+          "plan's arena, no allocation per buffer)");
+
+namespace jitpipe::cli {
+namespace {
+
+constexpr double kMlpTolerance = 1e-5;
+
+struct ReplayFlags {
+  std::string stage;
+  int steps = 1;
+  int dp = 1;
+  MemoryPolicy policy = MemoryPolicy::kJit;
+  InProcessOptions run;
+};
+
+// The flags checked; InvalidArgument with the usage error otherwise.
+absl::StatusOr<ReplayFlags> FlagsFromCommandLine(const Invocation& invocation,
+                                                 const std::optional<Model>& model) {
+  ReplayFlags f;
+  const std::string backend = absl::GetFlag(FLAGS_backend);
+  if (backend == "mpi" || backend == "nccl") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend ", backend, " is not available in this build"));
+  }
+  if (backend != "inproc") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backend must be inproc, mpi or nccl, not \"", backend, "\""));
+  }
+  f.stage = absl::GetFlag(FLAGS_stage);
+  if (f.stage != "mlp" && f.stage != "cost") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stage must be mlp or cost", f.stage.empty() ? "" : ", not \"",
+                     f.stage, f.stage.empty() ? "" : "\""));
+  }
+  if (f.stage == "cost" && !model.has_value()) {
+    return absl::InvalidArgumentError("--stage cost needs --model MODEL");
+  }
+  f.steps = absl::GetFlag(FLAGS_steps);
+  f.dp = invocation.IsSet("dp") ? absl::GetFlag(FLAGS_dp) : model ? model->dp.size : 1;
+  const double timeout = absl::GetFlag(FLAGS_timeout);
+  if (f.steps < 1) return absl::InvalidArgumentError("--steps must be 1 or more");
+  if (f.dp < 1) return absl::InvalidArgumentError("--dp must be 1 or more");
+  if (!(timeout > 0)) return absl::InvalidArgumentError("--timeout must be a positive number of seconds");
+  absl::StatusOr<MemoryPolicy> policy = ParseMemoryPolicy(absl::GetFlag(FLAGS_policy));
+  if (!policy.ok()) return absl::InvalidArgumentError("--policy must be jit or eager");
+  f.policy = *policy;
+  const std::string buffers = absl::GetFlag(FLAGS_buffers);
+  if (buffers != "tracked" && buffers != "arena") {
+    return absl::InvalidArgumentError("--buffers must be tracked or arena");
+  }
+  f.run.dp = f.dp;
+  f.run.steps = f.steps;
+  f.run.buffers = buffers == "arena" ? BufferMode::kArena : BufferMode::kTracked;
+  f.run.timeout = absl::Seconds(timeout);
+  f.run.flight_dir = absl::GetFlag(FLAGS_flight_dir);
+  f.run.record_timeline = !absl::GetFlag(FLAGS_trace).empty();
+  return f;
+}
+
+// The reference mlp of `jitpipe replay --stage mlp`.
+MlpOptions CliMlp() {
+  MlpOptions options;
+  options.shape = MlpShape{32, 8, 2};
+  options.seed = 1;
+  return options;
+}
+
+// A progress bar on stderr, drawn only on a terminal and once the replay
+// has run for half a second (short replays print nothing).
+class ProgressBar {
+ public:
+  explicit ProgressBar(int steps)
+      : steps_(steps), enabled_(isatty(STDERR_FILENO) == 1),
+        start_(std::chrono::steady_clock::now()) {}
+  void Update(int done) {
+    if (!enabled_ || std::chrono::steady_clock::now() - start_ < std::chrono::milliseconds(500)) {
+      return;
+    }
+    const int width = 30, filled = done * width / steps_;
+    std::fprintf(stderr, "\rreplay [%s%s] step %d/%d", std::string(filled, '#').c_str(),
+                 std::string(width - filled, ' ').c_str(), done, steps_);
+    drawn_ = true;
+  }
+  ~ProgressBar() {
+    if (drawn_) std::fputs("\r\033[K", stderr);
+  }
+
+ private:
+  const int steps_;
+  const bool enabled_;
+  const std::chrono::steady_clock::time_point start_;
+  bool drawn_ = false;
+};
+
+std::string Bytes(int64_t bytes) {
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  if (bytes < (int64_t{1} << 20)) return absl::StrFormat("%.2f KiB", bytes / 1024.0);
+  return absl::StrFormat("%.2f MiB", bytes / 1048576.0);
+}
+
+void PrintText(const std::string& path, const ReplayFlags& f, const ReplayPlan& plan,
+               const ReplayResult& r, const std::optional<MlpComparison>& check) {
+  const Schedule& s = plan.schedule;
+  std::printf("%s: replayed %d step%s of pp %d x dp %d (%d stages, %d microbatches, %zu actions) "
+              "with %s stages, inproc backend, %s memory\n",
+              path.c_str(), f.steps, f.steps == 1 ? "" : "s", s.pp, f.dp, s.num_stages(),
+              s.microbatches, s.TotalActions(), f.stage.c_str(),
+              std::string(MemoryPolicyName(f.policy)).c_str());
+  std::vector<std::string> losses;
+  for (double l : r.step_loss) losses.push_back(absl::StrFormat("%.9g", l));
+  std::printf("loss: %s\n", absl::StrJoin(losses, " ").c_str());
+  if (check.has_value()) {
+    std::printf("check against the reference trainer: %s; %s\n",
+                check->Within(kMlpTolerance) ? "ok" : "FAILED", check->ToString().c_str());
+  }
+  auto [lo, hi] = std::minmax_element(r.step_us.begin(), r.step_us.end());
+  std::printf("step time: %.1f us (median of %d; min %.1f, max %.1f)\n", r.median_step_us(),
+              f.steps, *lo, *hi);
+  std::printf("exposed reduction: %.1f us (median over steps of the longest end-of-step wait "
+              "for gradient reductions)\n", r.exposed_reduce_us);
+  std::printf("%6s %5s %7s %14s %14s %14s\n", "rank", "pp", "replica", "peak measured",
+              "peak planned", "arena");
+  for (const RankReplay& rank : r.ranks) {
+    std::printf("%6d %5d %7d %14s %14s %14s\n", rank.world_rank, rank.rank, rank.replica,
+                Bytes(rank.measured_peak_bytes).c_str(), Bytes(rank.planned_peak_bytes).c_str(),
+                Bytes(rank.arena_bytes).c_str());
+  }
+  std::printf("transport in flight: peak %s (sends staged until their receive was posted)\n",
+              Bytes(r.peak_in_flight_bytes).c_str());
+}
+
+// `format` is %.17g for values that must round-trip, %.3f for times.
+std::string JsonNumbers(const std::vector<double>& values, const absl::FormatSpec<double>& format) {
+  std::vector<std::string> parts;
+  for (double v : values) parts.push_back(absl::StrFormat(format, v));
+  return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
+}
+
+void PrintJson(const ReplayFlags& f, const ReplayPlan& plan, const ReplayResult& r,
+               const std::optional<MlpComparison>& check) {
+  std::string out = absl::StrCat(
+      "{\"backend\": \"inproc\", \"stage\": ", JsonQuote(f.stage), ", \"policy\": \"",
+      MemoryPolicyName(f.policy), "\", \"pp\": ", plan.schedule.pp, ", \"dp\": ", f.dp,
+      ", \"steps\": ", f.steps, ",\n \"loss\": ", absl::StrFormat("%.17g", r.step_loss.back()),
+      ", \"step_loss\": ", JsonNumbers(r.step_loss, "%.17g"),
+      ",\n \"step_us\": ", absl::StrFormat("%.3f", r.median_step_us()),
+      ", \"step_us_all\": ", JsonNumbers(r.step_us, "%.3f"),
+      ", \"exposed_reduce_us\": ", absl::StrFormat("%.3f", r.exposed_reduce_us),
+      ", \"peak_in_flight_bytes\": ", r.peak_in_flight_bytes, ",\n \"ranks\": [");
+  for (size_t i = 0; i < r.ranks.size(); ++i) {
+    const RankReplay& k = r.ranks[i];
+    absl::StrAppend(&out, i > 0 ? ",\n  " : "\n  ", "{\"rank\": ", k.world_rank,
+                    ", \"pipeline_rank\": ", k.rank, ", \"replica\": ", k.replica,
+                    ", \"measured_peak_bytes\": ", k.measured_peak_bytes,
+                    ", \"planned_peak_bytes\": ", k.planned_peak_bytes,
+                    ", \"arena_bytes\": ", k.arena_bytes, ", \"exposed_reduce_us\": ",
+                    absl::StrFormat("%.3f", k.exposed_reduce_us), "}");
+  }
+  absl::StrAppend(&out, "]");
+  if (check.has_value()) {
+    absl::StrAppend(&out, ",\n \"check\": {\"ok\": ", check->Within(kMlpTolerance) ? "true" : "false",
+                    ", \"tolerance\": ", kMlpTolerance, ", \"reference_loss\": ",
+                    absl::StrFormat("%.17g", check->reference_loss), ", \"loss_error\": ",
+                    absl::StrFormat("%.3g", check->loss_error), ", \"worst_grad_error\": ",
+                    absl::StrFormat("%.3g", check->worst_grad_error), ", \"worst_block\": ",
+                    check->worst_block, ", \"worst_replica\": ", check->worst_replica, "}");
+  }
+  absl::StrAppend(&out, "}\n");
+  std::fputs(out.c_str(), stdout);
+}
+
+absl::Status WriteTrace(const std::string& path, const std::string& source, const ReplayFlags& f,
+                        const ReplayPlan& plan, const ReplayResult& r) {
+  ASSIGN_OR_RETURN(ChromeTraceWriter writer, ChromeTraceWriter::ToFile(path));
+  writer.SetMetadata("source", source);
+  writer.SetMetadata("kind", "measured");
+  writer.SetMetadata("backend", "inproc");
+  writer.SetMetadata("stage", f.stage);
+  writer.SetMetadata("policy", std::string(MemoryPolicyName(f.policy)));
+  writer.SetMetadata("steps", f.steps);
+  writer.SetMetadata("step_us", r.median_step_us());
+  AddTimelineToTrace(plan.schedule, plan.executable, r.timeline, writer);
+  return writer.Finish();
+}
+
+// The worst of every step's check (the steps are identical: same
+// parameters, same data), or nullopt for the cost stage.
+absl::StatusOr<std::optional<MlpComparison>> CheckMlp(const ReplayResult& r,
+                                                      const MlpStageFactory* mlp,
+                                                      const Model& model) {
+  if (mlp == nullptr) return std::optional<MlpComparison>();
+  const MlpReference reference = RunMlpReference(mlp->options(), mlp->layout());
+  std::optional<MlpComparison> worst;
+  for (double loss : r.step_loss) {
+    ASSIGN_OR_RETURN(MlpComparison c, CompareWithReference(reference, loss, *mlp, model.dp.reduce));
+    if (!worst || c.loss_error > worst->loss_error) worst = c;
+  }
+  return worst;
+}
+
+int RunReplay(const Command& command, const Invocation& invocation) {
+  std::optional<Model> model;
+  if (const std::string model_path = absl::GetFlag(FLAGS_model); !model_path.empty()) {
+    absl::StatusOr<Model> loaded = LoadModel(model_path);
+    if (!loaded.ok()) return Fail(command, loaded.status());
+    model = *std::move(loaded);
+  }
+  absl::StatusOr<ReplayFlags> flags = FlagsFromCommandLine(invocation, model);
+  if (!flags.ok()) return UsageError(command, flags.status().message());
+  ReplayFlags& f = *flags;
+  const std::string& path = invocation.positional[0];
+  auto in_file = [&path](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  };
+  absl::StatusOr<Schedule> input = LoadInputSchedule(path);
+  if (!input.ok()) return Fail(command, input.status());
+  absl::StatusOr<Schedule> lowered = LowerForReplay(*input);
+  if (!lowered.ok()) return Fail(command, in_file(lowered.status()));
+  Model base = model.value_or(Model());
+  base.dp.size = f.dp;
+  f.run.reduce = base.dp.reduce;
+
+  std::unique_ptr<StageFactory> factory;
+  MlpStageFactory* mlp = nullptr;
+  if (f.stage == "mlp") {
+    auto owned = std::make_unique<MlpStageFactory>(CliMlp(), MlpLayout::Of(*lowered, f.dp));
+    mlp = owned.get();
+    absl::StatusOr<Model> sized = ModelWithStageSizes(base, lowered->num_stages(), *owned);
+    if (!sized.ok()) return Fail(command, in_file(sized.status()));
+    base = *std::move(sized);
+    factory = std::move(owned);
+  }
+  absl::StatusOr<ReplayPlan> plan = PlanReplay(*std::move(lowered), base, f.policy);
+  if (!plan.ok()) return Fail(command, in_file(plan.status()));
+  if (factory == nullptr) factory = std::make_unique<CostStageFactory>(plan->schedule, plan->model);
+
+  ProgressBar bar(f.steps);
+  f.run.on_step = [&bar](int done) { bar.Update(done); };
+  absl::StatusOr<ReplayResult> result =
+      RunInProcess(plan->schedule, plan->executable, plan->plans, *factory, f.run);
+  f.run.on_step = nullptr;
+  if (!result.ok()) return Fail(command, in_file(result.status()));
+  absl::StatusOr<std::optional<MlpComparison>> check = CheckMlp(*result, mlp, plan->model);
+  if (!check.ok()) return Fail(command, in_file(check.status()));
+  if (const std::string trace = absl::GetFlag(FLAGS_trace); !trace.empty()) {
+    if (absl::Status s = WriteTrace(trace, path, f, *plan, *result); !s.ok()) return Fail(command, s);
+  }
+  if (absl::GetFlag(FLAGS_json)) {
+    PrintJson(f, *plan, *result, *check);
+  } else {
+    PrintText(path, f, *plan, *result, *check);
+  }
+  if (check->has_value() && !(*check)->Within(kMlpTolerance)) {
+    return Fail(command, in_file(absl::DataLossError(absl::StrCat(
+                             "the replay differs from the reference trainer beyond ",
+                             kMlpTolerance, " relative: ", (*check)->ToString()))));
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command ReplayCommand() {
+  return Command{
+      .name = "replay",
+      .synopsis = "replay FILE --backend inproc --stage mlp|cost [--model MODEL] [--steps N] "
+                  "[--dp N] [--policy jit|eager] [--trace OUT] [--timeout SECONDS] "
+                  "[--flight-dir DIR] [--json]",
+      .summary =
+          "Run a schedule for real: every rank a thread (pp x dp), real copies between their "
+          "buffers, gradient reductions on a thread per rank overlapping the compute. A "
+          "compute-only FILE is lowered first (receives just in time, REDUCE_GRAD). Prints the "
+          "loss, the step time, each rank's peak memory measured vs planned, the transport's "
+          "staged bytes and the measured exposed reduction. --stage mlp runs an exact MLP "
+          "(blocks of 2 Linear(32x32)+tanh layers, 8 samples per microbatch, seed 1; --model "
+          "optional, its dp settings apply) and checks the loss and every gradient against an "
+          "unpipelined reference trainer (exit 1 beyond 1e-5 relative); --stage cost spends "
+          "the model's times and moves its byte sizes. On a timeout every rank dumps its "
+          "flight record (--flight-dir) and the error names the operation that never matched.",
+      .flags = {"backend", "stage", "model", "steps", "dp", "policy", "buffers", "trace",
+                "timeout", "flight_dir", "json", "legacy_names"},
+      .min_positional = 1,
+      .max_positional = 1,
+      .run = RunReplay,
+  };
+}
+
+}  // namespace jitpipe::cli
