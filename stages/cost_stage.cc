@@ -29,6 +29,14 @@ double PartUs(const StageCost& c, ActionKind kind) {
   }
 }
 
+// A part's time: its share of the compound it runs in, else its own.
+double TimeUs(const StageCost& cost, const std::vector<double>& compound_us, int microbatches,
+              ActionKind kind, int microbatch) {
+  const size_t k = static_cast<size_t>(KindSlot(kind)) * microbatches + microbatch;
+  const bool in_compound = k < compound_us.size() && compound_us[k] >= 0;
+  return in_compound ? compound_us[k] : PartUs(cost, kind);
+}
+
 void SpendUs(double us) {
   if (us <= 0) return;
   const auto deadline = std::chrono::steady_clock::now() +
@@ -106,9 +114,7 @@ class CostStage final : public Stage {
 
  private:
   void Spend(ActionKind kind, int microbatch) const {
-    const size_t k = static_cast<size_t>(KindSlot(kind)) * microbatches_ + microbatch;
-    const bool in_compound = k < compound_us_.size() && compound_us_[k] >= 0;
-    SpendUs(in_compound ? compound_us_[k] : PartUs(cost_, kind));
+    SpendUs(TimeUs(cost_, compound_us_, microbatches_, kind, microbatch));
   }
 
   absl::Status Expect(ConstBytes bytes, const Stamp& want, int microbatch,
@@ -172,6 +178,10 @@ absl::StatusOr<std::unique_ptr<Stage>> CostStageFactory::Make(int stage, int /*r
   return std::unique_ptr<Stage>(new CostStage(
       stage, costs_[stage], grad_bytes_[stage], stage % stages_per_chain_ == 0,
       stage % stages_per_chain_ == stages_per_chain_ - 1, compound_us_[stage], microbatches_));
+}
+
+double CostStageFactory::PartTimeUs(int stage, ActionKind kind, int microbatch) const {
+  return TimeUs(costs_[stage], compound_us_[stage], microbatches_, kind, microbatch);
 }
 
 }  // namespace jitpipe

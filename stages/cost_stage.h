@@ -38,6 +38,11 @@ class CostStageFactory final : public StageFactory {
   // Errors: InvalidArgument for a stage outside the schedule.
   absl::StatusOr<std::unique_ptr<Stage>> Make(int stage, int replica) override;
 
+  // The time the stage spends on one part (F, I, W or B of a microbatch):
+  // the model's, or its share of an OVERLAP_F_B. REQUIRES: stage and
+  // microbatch in range, kind a compute part.
+  double PartTimeUs(int stage, ActionKind kind, int microbatch) const;
+
  private:
   int num_stages_ = 0;
   int microbatches_ = 0;  // per chain

@@ -205,7 +205,7 @@ absl::Status RankExecutor::RunProgramStep(int32_t i, StepResult& result) {
   if (recorder_ != nullptr) recorder_->SetPosition(step.index, texts_[i]);
   if (buffers_->ReusesReleasedBytes() && !pending_sends_.empty() &&
       step.allocate_begin != step.allocate_end) {
-    RETURN_IF_ERROR(CompleteAll());
+    RETURN_IF_ERROR(CompleteSends());
   }
   RETURN_IF_ERROR(Allocate(exe_.AllocatedBefore(step)));
   SampleMemory();
@@ -335,13 +335,18 @@ absl::Status RankExecutor::Poll() {
   return absl::OkStatus();
 }
 
-absl::Status RankExecutor::CompleteAll() {
+absl::Status RankExecutor::CompleteSends() {
   for (const PendingSend& send : pending_sends_) {
     RETURN_IF_ERROR(transport_->Wait(send.request, options_.timeout));
     if (send.span >= 0) timeline_.spans[send.span].end_us = NowUs();
     Release(exe_.ReleasedOnSend(exe_.steps[send.step]));
   }
   pending_sends_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status RankExecutor::CompleteAll() {
+  RETURN_IF_ERROR(CompleteSends());
   while (!pending_recvs_.empty()) RETURN_IF_ERROR(WaitRecv(pending_recvs_.back()));
   return absl::OkStatus();
 }

@@ -27,8 +27,11 @@
 // step-end buffers.
 //
 // With a provider that reuses released bytes (ArenaBuffers), pending sends
-// are completed before anything is allocated after their planned release,
-// so a slow transfer never sees its bytes reused. With the in-process
+// are completed (Wait) before anything is allocated after their planned
+// release, so a slow transfer never sees its bytes reused; over a backend
+// whose sends wait for their receives, the program must then be
+// deadlock-free under strict semantics (validate --strict; the jit lowering
+// is). With the in-process
 // backend's eager protocol a send completes when it is posted, so memory
 // follows the program-order plan exactly: the measured peak equals
 // RankMemoryPlan::peak, for jit and eager.
@@ -139,7 +142,9 @@ class RankExecutor {
   absl::Status WaitRecv(int32_t slot);
   // Tests the pending sends and receives; releases completed sends' buffers.
   absl::Status Poll();
-  // Waits for every pending send and receive.
+  // Waits for every pending send (and releases their buffers); for every
+  // pending send and receive.
+  absl::Status CompleteSends();
   absl::Status CompleteAll();
   absl::Status Allocate(absl::Span<const int32_t> ids);
   void Release(absl::Span<const int32_t> ids);

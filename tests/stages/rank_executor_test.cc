@@ -1,0 +1,348 @@
+// The rank executor driven directly, one thread per rank over an in-process
+// world: what it calls on the Stages, in which order and with which buffers,
+// when it releases sent buffers, and how it reports failures.
+#include "stages/rank_executor.h"
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "comm/inproc/inproc_transport.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "memory/memory_plan.h"
+#include "scheduler/generators/generate.h"
+#include "stages/replay_plan.h"
+#include "tests/testing/status_matchers.h"
+
+namespace jitpipe {
+namespace {
+
+using ::jitpipe::testing::Message;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr int64_t kActivation = 8;  // two floats
+
+// A stage that logs its calls and passes a tag through the pipeline: its
+// output holds stage * 1000 + microbatch, and it checks that its input holds
+// what the previous stage wrote (LoadInput writes -1000 + microbatch).
+class ProbeStage final : public Stage {
+ public:
+  ProbeStage(int stage, bool first, bool last, std::vector<std::string>* log)
+      : stage_(stage), first_(first), last_(last), log_(log) {}
+
+  StageSizes Sizes() const override { return {kActivation, kActivation, 0, 4}; }
+  absl::Status LoadInput(int mb, MutableBytes input) override {
+    Log("L", mb);
+    return Put(input, -1000 + mb);
+  }
+  absl::Status Forward(int mb, ConstBytes input, MutableBytes output, MutableBytes) override {
+    Log("F", mb);
+    if (mb == fail_forward_) return absl::InvalidArgumentError("the stage broke");
+    if (Get(input) != (stage_ - 1) * 1000 + mb) return absl::DataLossError("wrong input");
+    return Put(output, stage_ * 1000 + mb);
+  }
+  absl::Status BackwardInput(int mb, ConstBytes output_grad, MutableBytes,
+                             MutableBytes input_grad) override {
+    Log("I", mb);
+    if (last_ != output_grad.empty() || first_ != input_grad.empty()) {
+      return absl::InternalError("a gradient buffer where none belongs, or none where one does");
+    }
+    return absl::OkStatus();
+  }
+  absl::Status BackwardWeight(int mb, ConstBytes, ConstBytes, ConstBytes,
+                              MutableBytes param_grad) override {
+    Log("W", mb);
+    float g;
+    std::memcpy(&g, param_grad.data(), sizeof(float));
+    g += 1;
+    std::memcpy(param_grad.data(), &g, sizeof(float));
+    return absl::OkStatus();
+  }
+  double Loss(int mb) const override { return last_ ? 0.5 + mb : 0; }
+  absl::Status FinishStep(ConstBytes param_grad) override {
+    finished_.push_back(Get(param_grad));
+    return absl::OkStatus();
+  }
+
+  void FailForwardOf(int mb) { fail_forward_ = mb; }
+  const std::vector<float>& finished() const { return finished_; }
+
+ private:
+  void Log(const char* what, int mb) { log_->push_back(absl::StrCat(stage_, what, mb)); }
+  static absl::Status Put(MutableBytes bytes, float value) {
+    if (bytes.size() < sizeof(float)) return absl::InternalError("buffer too small");
+    std::memcpy(bytes.data(), &value, sizeof(float));
+    return absl::OkStatus();
+  }
+  static float Get(ConstBytes bytes) {
+    float v = -1e9f;
+    if (bytes.size() >= sizeof(float)) std::memcpy(&v, bytes.data(), sizeof(float));
+    return v;
+  }
+
+  const int stage_;
+  const bool first_, last_;
+  std::vector<std::string>* const log_;
+  int fail_forward_ = -1;
+  std::vector<float> finished_;
+};
+
+// Completes every send only after `polls` Tests said "not yet" (a
+// rendezvous-like backend, as MPI for large messages).
+class SlowSendTransport final : public Transport {
+ public:
+  SlowSendTransport(Transport* inner, int polls) : inner_(inner), polls_(polls) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  absl::StatusOr<RequestId> PostSend(int peer, uint64_t tag, absl::Span<const std::byte> bytes,
+                                     const OpInfo& info) override {
+    absl::StatusOr<RequestId> id = inner_->PostSend(peer, tag, bytes, info);
+    if (id.ok()) pending_[*id] = polls_;
+    return id;
+  }
+  absl::StatusOr<RequestId> PostRecv(int peer, uint64_t tag, absl::Span<std::byte> bytes,
+                                     const OpInfo& info) override {
+    return inner_->PostRecv(peer, tag, bytes, info);
+  }
+  absl::StatusOr<RequestId> PostAllReduce(const Group& g, absl::Span<float> d, ReduceOp op,
+                                          const OpInfo& info) override {
+    return inner_->PostAllReduce(g, d, op, info);
+  }
+  absl::StatusOr<RequestId> PostReduceScatter(const Group& g, absl::Span<const float> in,
+                                              absl::Span<float> out, ReduceOp op,
+                                              const OpInfo& info) override {
+    return inner_->PostReduceScatter(g, in, out, op, info);
+  }
+  absl::StatusOr<bool> Test(RequestId id) override {
+    absl::MutexLock lock(&mu_);  // the reduction thread never tests sends, but be safe
+    auto it = pending_.find(id);
+    if (it != pending_.end() && it->second-- > 0) return false;
+    return inner_->Test(id);
+  }
+  absl::Status Wait(RequestId id, absl::Duration timeout) override {
+    return inner_->Wait(id, timeout);
+  }
+  void Abort(const std::string& reason) override { inner_->Abort(reason); }
+
+ private:
+  Transport* const inner_;
+  const int polls_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<RequestId, int> pending_;
+};
+
+struct RankRun {
+  std::vector<std::string> log;
+  std::vector<std::unique_ptr<ProbeStage>> stages;
+  std::unique_ptr<BufferProvider> buffers;
+  std::vector<StepResult> steps;
+  absl::Status status;
+};
+
+// A generated schedule, lowered and planned for ProbeStage sizes.
+absl::StatusOr<ReplayPlan> ProbePlan(const std::string& schedule, int pp, int m,
+                                     MemoryPolicy policy) {
+  absl::StatusOr<Schedule> generated = Generate({schedule, pp, m, 0});
+  if (!generated.ok()) return generated.status();
+  absl::StatusOr<Schedule> lowered = LowerForReplay(*generated);
+  if (!lowered.ok()) return lowered.status();
+  Model model;
+  model.defaults.input_bytes = kActivation;
+  model.defaults.output_bytes = kActivation;
+  model.defaults.param_bytes = 4;
+  return PlanReplay(*lowered, model, policy);
+}
+
+struct RunSpec {
+  int steps = 1;
+  bool arena = false;
+  int slow_send_polls = 0;  // > 0: sends complete only after this many Tests
+  int fail_rank = -1;       // this rank's stages fail the Forward of microbatch 1
+};
+
+// Runs every rank's executor on its own thread; a failing rank aborts the
+// world so the others end (as the in-process driver does).
+std::vector<RankRun> RunRanks(const ReplayPlan& plan, const RunSpec& spec) {
+  const Schedule& s = plan.schedule;
+  std::unique_ptr<InProcessWorld> world = CreateInProcessWorld(s.pp);
+  std::vector<RankRun> runs(s.pp);
+  auto body = [&](int rank) {
+    RankRun& run = runs[rank];
+    std::vector<Stage*> stages(s.num_stages(), nullptr);
+    for (int st = 0; st < s.num_stages(); ++st) {
+      if (s.RankOf(st) != rank) continue;
+      run.stages.push_back(std::make_unique<ProbeStage>(st, s.IsFirstStage(st), s.IsLastStage(st),
+                                                        &run.log));
+      if (rank == spec.fail_rank) run.stages.back()->FailForwardOf(1);
+      stages[st] = run.stages.back().get();
+    }
+    const RankExecutable& exe = plan.executable.ranks[rank];
+    if (spec.arena) {
+      run.buffers = std::make_unique<ArenaBuffers>(exe.buffer_bytes, plan.plans[rank].arena.offsets,
+                                                   plan.plans[rank].arena.arena_bytes, 64);
+    } else {
+      run.buffers = std::make_unique<TrackedBuffers>(exe.buffer_bytes);
+    }
+    SlowSendTransport slow(&world->transport(rank), spec.slow_send_polls);
+    Transport* transport = spec.slow_send_polls > 0 ? &slow : &world->transport(rank);
+    RankExecutorOptions options;
+    options.timeout = absl::Seconds(20);
+    absl::StatusOr<std::unique_ptr<RankExecutor>> executor = RankExecutor::Create(
+        s, plan.executable, rank, transport, stages, run.buffers.get(), nullptr, options);
+    run.status = executor.status();
+    for (int step = 0; run.status.ok() && step < spec.steps; ++step) {
+      absl::StatusOr<StepResult> result = (*executor)->RunStep();
+      run.status = result.status();
+      if (result.ok()) run.steps.push_back(*std::move(result));
+    }
+    if (!run.status.ok()) transport->Abort(std::string(run.status.message()));
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < s.pp; ++r) threads.emplace_back(body, r);
+  for (std::thread& t : threads) t.join();
+  return runs;
+}
+
+// GPipe's order as the stages see it: all forwards, then all backwards; the
+// first stage loads each input right before its forward.
+TEST(RankExecutorTest, CallsTheStagesInProgramOrder) {
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, ProbePlan("gpipe", 2, 2, MemoryPolicy::kJit));
+  std::vector<RankRun> runs = RunRanks(plan, {});
+  ASSERT_OK(runs[0].status);
+  ASSERT_OK(runs[1].status);
+  EXPECT_THAT(runs[0].log, ElementsAre("0L0", "0F0", "0L1", "0F1", "0I0", "0W0", "0I1", "0W1"));
+  EXPECT_THAT(runs[1].log, ElementsAre("1F0", "1F1", "1I0", "1W0", "1I1", "1W1"));
+  // The last stage's losses: 0.5 + 1.5.
+  EXPECT_EQ(runs[1].steps[0].loss, 2.0);
+  EXPECT_EQ(runs[0].steps[0].loss, 0.0);
+}
+
+// param_grad is zeroed when it is allocated, each step: every FinishStep
+// sees one W per microbatch.
+TEST(RankExecutorTest, ZeroesParameterGradientsEveryStep) {
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, ProbePlan("1f1b", 2, 4, MemoryPolicy::kJit));
+  std::vector<RankRun> runs = RunRanks(plan, {.steps = 3});
+  for (const RankRun& run : runs) {
+    ASSERT_OK(run.status);
+    EXPECT_THAT(run.stages[0]->finished(), ElementsAre(4, 4, 4));
+  }
+}
+
+TEST(RankExecutorTest, RecordsATimelineOfEveryStep) {
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, ProbePlan("gpipe", 2, 2, MemoryPolicy::kJit));
+  std::vector<RankRun> runs = RunRanks(plan, {.steps = 2});
+  ASSERT_OK(runs[0].status);
+  const RankExecutable& exe = plan.executable.ranks[0];
+  for (const StepResult& step : runs[0].steps) {
+    // One span per step except REDUCE_GRAD (whose reduction is one span).
+    EXPECT_EQ(step.timeline.spans.size(), exe.steps.size());
+    EXPECT_LE(step.start_us, step.compute_end_us);
+    EXPECT_LE(step.compute_end_us, step.end_us);
+    for (const TimelineSpan& span : step.timeline.spans) {
+      EXPECT_EQ(span.rank, 0);
+      EXPECT_LE(span.start_us, span.end_us);
+    }
+    ASSERT_FALSE(step.timeline.memory.empty());
+    int64_t last = 0;
+    for (int64_t b : step.timeline.memory.back().bytes) last += b;
+    EXPECT_EQ(last, 0);  // everything released at the end
+  }
+  EXPECT_LT(runs[0].steps[0].end_us, runs[0].steps[1].start_us + 1e-9);
+}
+
+// Eager completion: every sent buffer goes right after its SEND, so the
+// measured peak is the plan's.
+TEST(RankExecutorTest, MeasuredPeakIsThePlansWhenSendsCompleteWhenPosted) {
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, ProbePlan("gpipe", 2, 2, MemoryPolicy::kJit));
+  std::vector<RankRun> runs = RunRanks(plan, {});
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_OK(runs[r].status);
+    EXPECT_EQ(runs[r].steps[0].peak_bytes, plan.plans[r].peak.bytes) << "rank " << r;
+  }
+}
+
+// A send that completes later keeps its buffer. Rank 0 (GPipe pp2 m2):
+// 0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 ...; the plan's peak is at 0B0
+// (in0, in1, the received output gradient and the 4-byte param_grad). With
+// every send complete one step boundary late, out0 is still live during 0F1
+// (in0, out0, in1, out1): one activation more than the plan's 0F1.
+TEST(RankExecutorTest, ReleasesASentBufferOnlyOnceTheSendCompletes) {
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, ProbePlan("gpipe", 2, 2, MemoryPolicy::kJit));
+  std::vector<RankRun> runs = RunRanks(plan, {.slow_send_polls = 1});
+  ASSERT_OK(runs[0].status);
+  EXPECT_EQ(plan.plans[0].peak.bytes, 3 * kActivation + 4);
+  EXPECT_EQ(runs[0].steps[0].peak_bytes, 4 * kActivation);
+}
+
+// With an arena the bytes of a released buffer are reused, so the executor
+// completes pending sends before it allocates: the plan holds again.
+TEST(RankExecutorTest, ArenaCompletesPendingSendsBeforeReusingBytes) {
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, ProbePlan("gpipe", 2, 2, MemoryPolicy::kJit));
+  std::vector<RankRun> runs = RunRanks(plan, {.arena = true, .slow_send_polls = 1});
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_OK(runs[r].status);
+    EXPECT_EQ(runs[r].steps[0].peak_bytes, plan.plans[r].peak.bytes);
+    EXPECT_EQ(runs[r].buffers->heap_allocations(), 1);
+  }
+}
+
+TEST(RankExecutorTest, AStageErrorNamesTheRankIndexAndAction) {
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, ProbePlan("gpipe", 2, 2, MemoryPolicy::kJit));
+  std::vector<RankRun> runs = RunRanks(plan, {.fail_rank = 0});
+  EXPECT_EQ(runs[0].status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Message(runs[0].status), "rank 0, index 2 (0F1): the stage broke");
+  // Rank 1 was waiting for that forward: the abort ends its wait.
+  EXPECT_EQ(runs[1].status.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(Message(runs[1].status),
+              HasSubstr("rank 0 failed: rank 0, index 2 (0F1): the stage broke"));
+}
+
+TEST(RankExecutorTest, CreateRefusesMissingStagesAndMismatchedSizes) {
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, ProbePlan("gpipe", 2, 2, MemoryPolicy::kJit));
+  std::unique_ptr<InProcessWorld> world = CreateInProcessWorld(2);
+  TrackedBuffers buffers(plan.executable.ranks[0].buffer_bytes);
+  std::vector<Stage*> none(2, nullptr);
+  absl::StatusOr<std::unique_ptr<RankExecutor>> e = RankExecutor::Create(
+      plan.schedule, plan.executable, 0, &world->transport(0), none, &buffers, nullptr, {});
+  EXPECT_EQ(Message(e), "rank 0 holds stage 0 but no Stage was given for it");
+
+  class Wide final : public Stage {
+   public:
+    StageSizes Sizes() const override { return {16, kActivation, 0, 4}; }
+    absl::Status LoadInput(int, MutableBytes) override { return absl::OkStatus(); }
+    absl::Status Forward(int, ConstBytes, MutableBytes, MutableBytes) override {
+      return absl::OkStatus();
+    }
+    absl::Status BackwardInput(int, ConstBytes, MutableBytes, MutableBytes) override {
+      return absl::OkStatus();
+    }
+    absl::Status BackwardWeight(int, ConstBytes, ConstBytes, ConstBytes, MutableBytes) override {
+      return absl::OkStatus();
+    }
+  } wide;
+  std::vector<Stage*> stages = {&wide, nullptr};
+  e = RankExecutor::Create(plan.schedule, plan.executable, 0, &world->transport(0), stages,
+                           &buffers, nullptr, {});
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Message(e), "rank 0, index 0 (0F0): stage 0 needs 16-byte input buffers but the plan "
+                        "has 8 (plan with the Model built from the stages' Sizes())");
+
+  RankExecutorOptions replica1;
+  replica1.replica = 1;
+  replica1.dp = 2;
+  e = RankExecutor::Create(plan.schedule, plan.executable, 0, &world->transport(0), stages,
+                           &buffers, nullptr, replica1);
+  EXPECT_EQ(Message(e), "the transport is rank 0 of 2 but pipeline rank 0 of replica 1 is world "
+                        "rank 2 of pp 2 x dp 2");
+}
+
+}  // namespace
+}  // namespace jitpipe
