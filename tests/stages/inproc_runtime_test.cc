@@ -3,9 +3,14 @@
 // equals the plan, the arena runs without per-buffer allocations.
 #include "stages/inproc_runtime.h"
 
+#include <algorithm>
+#include <cctype>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include "comm/flight_analysis.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -19,6 +24,11 @@
 
 namespace jitpipe {
 namespace {
+
+using ::jitpipe::testing::MakeTempDir;
+using ::jitpipe::testing::Message;
+using ::jitpipe::testing::TestdataPath;
+using ::testing::HasSubstr;
 
 constexpr double kTolerance = 1e-5;
 
@@ -104,6 +114,241 @@ TEST_P(ReplayGridTest, MatchesTheReferenceAndThePlan) {
 INSTANTIATE_TEST_SUITE_P(AllSchedules, ReplayGridTest,
                          ::testing::Combine(::testing::ValuesIn(Grid()), ::testing::Values(0, 1, 2)),
                          CaseName);
+
+// A schedule lowered and planned for the small mlp, with its factory.
+struct MlpReplay {
+  std::unique_ptr<MlpStageFactory> factory;
+  ReplayPlan plan;
+};
+
+absl::StatusOr<MlpReplay> PrepareMlp(const Schedule& schedule, int dp,
+                                     ReduceKind reduce = ReduceKind::kAllReduce) {
+  absl::StatusOr<Schedule> lowered = LowerForReplay(schedule);
+  if (!lowered.ok()) return lowered.status();
+  MlpReplay out;
+  out.factory = std::make_unique<MlpStageFactory>(SmallMlp(), MlpLayout::Of(*lowered, dp));
+  Model base;
+  base.dp.size = dp;
+  base.dp.reduce = reduce;
+  absl::StatusOr<Model> model = ModelWithStageSizes(base, lowered->num_stages(), *out.factory);
+  if (!model.ok()) return model.status();
+  absl::StatusOr<ReplayPlan> plan = PlanReplay(*std::move(lowered), *model, MemoryPolicy::kJit);
+  if (!plan.ok()) return plan.status();
+  out.plan = *std::move(plan);
+  return out;
+}
+
+absl::StatusOr<MlpReplay> PrepareMlp(const std::string& name, int pp, int m, int dp,
+                                     ReduceKind reduce = ReduceKind::kAllReduce) {
+  absl::StatusOr<Schedule> generated = Generate({name, pp, m, 0});
+  if (!generated.ok()) return generated.status();
+  return PrepareMlp(*generated, dp, reduce);
+}
+
+// Wraps the mlp factory: one stage of one replica fails its forward of
+// microbatch 1.
+class FailingFactory final : public StageFactory {
+ public:
+  FailingFactory(StageFactory* inner, int stage, int replica)
+      : inner_(inner), stage_(stage), replica_(replica) {}
+  absl::StatusOr<std::unique_ptr<Stage>> Make(int stage, int replica) override {
+    absl::StatusOr<std::unique_ptr<Stage>> made = inner_->Make(stage, replica);
+    if (!made.ok() || stage != stage_ || replica != replica_) return made;
+    return std::unique_ptr<Stage>(new Failing(*std::move(made)));
+  }
+
+ private:
+  class Failing final : public Stage {
+   public:
+    explicit Failing(std::unique_ptr<Stage> inner) : inner_(std::move(inner)) {}
+    StageSizes Sizes() const override { return inner_->Sizes(); }
+    absl::Status LoadInput(int m, MutableBytes in) override { return inner_->LoadInput(m, in); }
+    absl::Status Forward(int m, ConstBytes in, MutableBytes out, MutableBytes stash) override {
+      if (m == 1) return absl::InternalError("injected failure");
+      return inner_->Forward(m, in, out, stash);
+    }
+    absl::Status BackwardInput(int m, ConstBytes g, MutableBytes stash,
+                               MutableBytes gin) override {
+      return inner_->BackwardInput(m, g, stash, gin);
+    }
+    absl::Status BackwardWeight(int m, ConstBytes in, ConstBytes g, ConstBytes stash,
+                                MutableBytes pg) override {
+      return inner_->BackwardWeight(m, in, g, stash, pg);
+    }
+
+   private:
+    std::unique_ptr<Stage> inner_;
+  };
+
+  StageFactory* const inner_;
+  const int stage_, replica_;
+};
+
+// Rank 1 of replica 0 fails; its pipeline neighbour and the other replica
+// (waiting in the gradient all-reduce) stop with Aborted at once, long
+// before the 60 s timeout.
+TEST(InProcessRuntimeTest, AFailedRankStopsEveryOtherRank) {
+  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("1f1b", 2, 4, /*dp=*/2));
+  FailingFactory factory(r.factory.get(), /*stage=*/1, /*replica=*/0);
+  InProcessOptions options;
+  options.dp = 2;
+  absl::StatusOr<ReplayResult> result =
+      RunInProcess(r.plan.schedule, r.plan.executable, r.plan.plans, factory, options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(Message(result), "rank 1 (pipeline rank 1, replica 0), index 5 (1F1): injected "
+                             "failure; other ranks: aborted (0, 2, 3)");
+}
+
+// The missing SEND: rank 0's 0SEND_F1 is dropped from the executable (the
+// validator would refuse such a program, so the test edits what it built).
+// Rank 1 waits for microbatch 1 forever and rank 0 for a gradient rank 1
+// never sends: with a 2 s timeout every rank dumps its flight record and
+// the analysis names the receive whose send is missing.
+TEST(InProcessRuntimeTest, AMissingSendTimesOutWithFlightRecordsThatNameIt) {
+  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("gpipe", 2, 2, 1));
+  const RankProgram& program = r.plan.schedule.ranks[0];
+  std::vector<ExecStep>& steps = r.plan.executable.ranks[0].steps;
+  auto send = std::find_if(steps.begin(), steps.end(), [&](const ExecStep& step) {
+    return program[step.index].ToString() == "0SEND_F1";
+  });
+  ASSERT_NE(send, steps.end());
+  steps.erase(send);
+  const std::string dir = MakeTempDir("missing_send");
+  InProcessOptions options;
+  options.timeout = absl::Seconds(2);
+  options.flight_dir = dir;
+  absl::StatusOr<ReplayResult> result =
+      RunInProcess(r.plan.schedule, r.plan.executable, r.plan.plans, *r.factory, options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(Message(result), HasSubstr("timed out after 2s waiting for receive"));
+  EXPECT_THAT(Message(result), HasSubstr("flight analysis (records in " + dir + "): "));
+  ASSERT_OK_AND_ASSIGN(std::vector<FlightRecord> records, LoadFlightRecords(dir));
+  ASSERT_EQ(records.size(), 2u);
+  FlightAnalysis analysis = AnalyzeFlightRecords(records);
+  EXPECT_FALSE(analysis.ok());
+  EXPECT_THAT(analysis.first, HasSubstr("rank 1 waits at index 2 (1RECV_F1) for rank 0"));
+  EXPECT_THAT(Message(result), HasSubstr("rank 1 waits at index 2 (1RECV_F1) for rank 0"));
+}
+
+// Reduce-scatter: each replica holds its shard of the summed gradients.
+TEST(InProcessRuntimeTest, ReduceScatterLeavesEachReplicaItsShard) {
+  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("interleaved-1f1b", 2, 4, 2,
+                                               ReduceKind::kReduceScatter));
+  InProcessOptions options;
+  options.dp = 2;
+  options.reduce = ReduceKind::kReduceScatter;
+  ASSERT_OK_AND_ASSIGN(ReplayResult result, RunInProcess(r.plan.schedule, r.plan.executable,
+                                                         r.plan.plans, *r.factory, options));
+  MlpReference reference = RunMlpReference(r.factory->options(), r.factory->layout());
+  ASSERT_OK_AND_ASSIGN(MlpComparison c, CompareWithReference(reference, result.step_loss[0],
+                                                             *r.factory,
+                                                             ReduceKind::kReduceScatter));
+  EXPECT_TRUE(c.Within(kTolerance)) << c.ToString();
+  // All-reduce checks would fail: the other shard holds one replica's sum.
+  ASSERT_OK_AND_ASSIGN(MlpComparison whole, CompareWithReference(reference, result.step_loss[0],
+                                                                 *r.factory,
+                                                                 ReduceKind::kAllReduce));
+  EXPECT_GT(whole.worst_grad_error, 1e-3);
+}
+
+// Several steps: identical losses (same parameters, same data), a timeline
+// of every step with reductions, memory samples and all spans in order.
+TEST(InProcessRuntimeTest, RunsSeveralStepsAndRecordsTheirTimeline) {
+  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("zbv", 2, 4, 1));
+  InProcessOptions options;
+  options.steps = 3;
+  options.record_timeline = true;
+  int reported = 0;
+  options.on_step = [&reported](int done) { reported = done; };
+  ASSERT_OK_AND_ASSIGN(ReplayResult result, RunInProcess(r.plan.schedule, r.plan.executable,
+                                                         r.plan.plans, *r.factory, options));
+  EXPECT_EQ(reported, 3);
+  ASSERT_EQ(result.step_loss.size(), 3u);
+  EXPECT_EQ(result.step_loss[0], result.step_loss[1]);
+  EXPECT_EQ(result.step_loss[0], result.step_loss[2]);
+  ASSERT_EQ(result.step_us.size(), 3u);
+  size_t spans = 0;
+  for (const RankExecutable& exe : r.plan.executable.ranks) spans += exe.steps.size();
+  EXPECT_EQ(result.timeline.spans.size(), 3 * spans);
+  int reductions = 0;
+  for (const TimelineSpan& span : result.timeline.spans) {
+    reductions += span.track == TimelineTrack::kReduce;
+  }
+  EXPECT_EQ(reductions, 3 * r.plan.schedule.num_stages());
+  EXPECT_FALSE(result.timeline.memory.empty());
+  for (const RankReplay& rank : result.ranks) {
+    EXPECT_EQ(rank.measured_peak_bytes, rank.planned_peak_bytes);
+  }
+}
+
+TEST(InProcessRuntimeTest, RefusesOptionsOutOfRange) {
+  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("gpipe", 2, 2, 1));
+  InProcessOptions options;
+  options.dp = 0;
+  EXPECT_EQ(Message(RunInProcess(r.plan.schedule, r.plan.executable, r.plan.plans, *r.factory,
+                                 options)),
+            "--dp must be >= 1, got 0");
+  options.dp = 1;
+  options.steps = 0;
+  EXPECT_EQ(Message(RunInProcess(r.plan.schedule, r.plan.executable, r.plan.plans, *r.factory,
+                                 options)),
+            "--steps must be >= 1, got 0");
+  options.steps = 1;
+  options.buffers = BufferMode::kArena;
+  std::vector<RankMemoryPlan> no_arena = r.plan.plans;
+  no_arena[1].arena = ArenaLayout();
+  EXPECT_EQ(Message(RunInProcess(r.plan.schedule, r.plan.executable, no_arena, *r.factory,
+                                 options)),
+            "rank 1: arena buffers need a plan with an arena");
+}
+
+// The real files (conformance/real) replay exactly: the compute-only ones
+// lowered with REDUCE_GRAD, with 1 and 2 replicas; the lowered torchtitan
+// example (FSDP UNSHARD/RESHARD, PyTorch's early receives, no REDUCE_GRAD,
+// so nothing to reduce across replicas) as it is, with one replica; the
+// zero-bubble file under its legacy names (B = input backward).
+struct RealFile {
+  std::string file;
+  bool legacy_names;
+  std::vector<int> dps;
+};
+
+class RealFileTest : public ::testing::TestWithParam<RealFile> {};
+
+TEST_P(RealFileTest, ReplaysExactly) {
+  const RealFile& real = GetParam();
+  CsvReadOptions csv;
+  csv.legacy_backward_names = real.legacy_names;
+  ASSERT_OK_AND_ASSIGN(Schedule s, LoadSchedule(TestdataPath("conformance/real/" + real.file), csv));
+  for (int dp : real.dps) {
+    ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp(s, dp));
+    InProcessOptions options;
+    options.dp = dp;
+    ASSERT_OK_AND_ASSIGN(ReplayResult result, RunInProcess(r.plan.schedule, r.plan.executable,
+                                                           r.plan.plans, *r.factory, options));
+    MlpReference reference = RunMlpReference(r.factory->options(), r.factory->layout());
+    ASSERT_OK_AND_ASSIGN(MlpComparison c, CompareWithReference(reference, result.step_loss[0],
+                                                               *r.factory, ReduceKind::kAllReduce));
+    EXPECT_TRUE(c.Within(kTolerance)) << "dp " << dp << ": " << c.ToString();
+    for (const RankReplay& rank : result.ranks) {
+      EXPECT_EQ(rank.measured_peak_bytes, rank.planned_peak_bytes);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Real, RealFileTest,
+    ::testing::Values(RealFile{"torchtitan_4-rank.csv", false, {1, 2}},
+                      RealFile{"torchtitan_example.csv", false, {1}},
+                      RealFile{"dualpipev_4rank_10mb.csv", false, {1, 2}},
+                      RealFile{"zb1p_2rank_2stagep_compute.csv", true, {1, 2}}),
+    [](const ::testing::TestParamInfo<RealFile>& file) {
+      std::string name = file.param.file.substr(0, file.param.file.find('.'));
+      for (char& ch : name) {
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      }
+      return name;
+    });
 
 }  // namespace
 }  // namespace jitpipe
