@@ -46,6 +46,15 @@ absl::StatusOr<Schedule> Generate(const GenerateOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat(g->name, ": stages per rank must be at least 1, got ", v));
   }
+  // Each factor is at most 2^31 - 1 and the limit far less, so checking
+  // after each product keeps the arithmetic within int64.
+  const int64_t stages = int64_t{options.pp} * v;
+  if (stages > kMaxGeneratedWork || stages * options.microbatches > kMaxGeneratedWork) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        g->name, ": pp ", options.pp, " x stages per rank ", v, " x microbatches ",
+        options.microbatches, " exceeds the limit of ", kMaxGeneratedWork,
+        " stage-microbatch pairs"));
+  }
   return g->generate(options.pp, options.microbatches, v);
 }
 

@@ -12,6 +12,7 @@
 #ifndef JITPIPE_SCHEDULER_GENERATORS_GENERATE_H_
 #define JITPIPE_SCHEDULER_GENERATORS_GENERATE_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,14 @@ struct GenerateOptions {
   int stages_per_rank = 0;  // 0: the schedule's default
 };
 
+// At most this many stage-microbatch pairs (pp x stages_per_rank x
+// microbatches; about three actions each): 32x the pp128 v4 m1024 schedule,
+// a few GB of programs. Larger requests are refused, not run out of memory.
+inline constexpr int64_t kMaxGeneratedWork = int64_t{1} << 24;
+
 // Generates the schedule. Errors: InvalidArgument for an unknown name (listing
-// the known ones) or parameters the schedule does not support, stating the
+// the known ones), pp x stages_per_rank x microbatches over kMaxGeneratedWork,
+// or parameters the schedule does not support, stating the
 // constraint that failed and what would be valid, e.g.
 //   interleaved-1f1b: 9 microbatches is not a multiple of max(1, 9 // 4) = 2; use 8 or 10
 absl::StatusOr<Schedule> Generate(const GenerateOptions& options);

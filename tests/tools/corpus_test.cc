@@ -1,0 +1,127 @@
+// Runs every case of the bad-input corpus (tests/corpus/cases.json) through
+// the jitpipe binary: the expected exit status, the expected message
+// fragments, a message that names the file, never a signal, never a hang.
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/testdata.h"
+
+namespace jitpipe {
+namespace {
+
+using ::jitpipe::testing::CliResult;
+using ::jitpipe::testing::MakeTempDir;
+using ::jitpipe::testing::RunCli;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr int kTimeoutSeconds = 60;
+constexpr int kMinimumCases = 40;
+
+const std::string& CorpusDir() {
+  static const std::string* dir = new std::string(JITPIPE_CORPUS);
+  return *dir;
+}
+std::string InputsDir() { return CorpusDir() + "/inputs"; }
+
+struct CorpusCase {
+  std::string name;
+  std::vector<std::string> args;  // with {corpus} and {tmp} unexpanded
+  int exit = 0;
+  std::vector<std::string> expect;
+};
+
+void PrintTo(const CorpusCase& c, std::ostream* os) { *os << c.name; }
+
+// Read at test registration; a missing or malformed manifest yields no
+// cases, which CorpusManifestTest reports.
+std::vector<CorpusCase> LoadCases() {
+  std::ifstream in(CorpusDir() + "/cases.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  std::vector<CorpusCase> cases;
+  if (doc.is_discarded() || !doc.contains("cases")) return cases;
+  for (const nlohmann::json& c : doc["cases"]) {
+    cases.push_back({c.value("name", ""), c.value("args", std::vector<std::string>{}),
+                     c.value("exit", -1), c.value("expect", std::vector<std::string>{})});
+  }
+  return cases;
+}
+
+const std::vector<CorpusCase>& AllCases() {
+  static const std::vector<CorpusCase>* cases = new std::vector<CorpusCase>(LoadCases());
+  return *cases;
+}
+
+// The corpus files a case's arguments name (by file name).
+std::vector<std::string> NamedFiles(const CorpusCase& c) {
+  std::vector<std::string> files;
+  for (const std::string& arg : c.args) {
+    if (arg.rfind("{corpus}/", 0) == 0) files.push_back(arg.substr(9));
+  }
+  return files;
+}
+
+TEST(CorpusManifestTest, HasEnoughWellFormedUniqueCases) {
+  ASSERT_GE(AllCases().size(), static_cast<size_t>(kMinimumCases));
+  std::set<std::string> names;
+  for (const CorpusCase& c : AllCases()) {
+    EXPECT_TRUE(names.insert(c.name).second) << "duplicate case " << c.name;
+    EXPECT_THAT(c.exit, ::testing::AnyOf(1, 2)) << c.name;
+    EXPECT_FALSE(c.args.empty()) << c.name;
+    EXPECT_FALSE(c.expect.empty()) << c.name;
+  }
+}
+
+// Every file in inputs/ is used by a case, so none rots unnoticed.
+TEST(CorpusManifestTest, EveryInputFileIsUsed) {
+  std::set<std::string> used;
+  for (const CorpusCase& c : AllCases()) {
+    for (const std::string& file : NamedFiles(c)) used.insert(file);
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(InputsDir())) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_TRUE(used.count(name) > 0) << "tests/corpus/inputs/" << name << " is in no case";
+  }
+}
+
+class CorpusTest : public ::testing::TestWithParam<CorpusCase> {};
+
+TEST_P(CorpusTest, RefusedCleanly) {
+  const CorpusCase& c = GetParam();
+  const std::string tmp = MakeTempDir("corpus");
+  std::vector<std::string> args;
+  for (const std::string& arg : c.args) {
+    args.push_back(absl::StrReplaceAll(arg, {{"{corpus}", InputsDir()}, {"{tmp}", tmp}}));
+  }
+  const CliResult r = RunCli(args, kTimeoutSeconds);
+  ASSERT_NE(r.exit_code, -2) << "hung for " << kTimeoutSeconds << " s";
+  ASSERT_LT(r.exit_code, 128) << "killed by signal " << r.exit_code - 128 << "\n" << r.err;
+  EXPECT_EQ(r.exit_code, c.exit) << r.err;
+  EXPECT_THAT(r.err, StartsWith("jitpipe"));
+  for (const std::string& fragment : c.expect) EXPECT_THAT(r.err, HasSubstr(fragment));
+  const std::vector<std::string> files = NamedFiles(c);
+  if (c.exit == 1 && !files.empty()) {
+    const std::string first_line = r.err.substr(0, r.err.find('\n'));
+    bool named = false;
+    for (const std::string& file : files) named = named || first_line.find(file) != std::string::npos;
+    EXPECT_TRUE(named) << "the message names none of the case's files: " << first_line;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CorpusTest, ::testing::ValuesIn(AllCases()),
+                         [](const ::testing::TestParamInfo<CorpusCase>& test) {
+                           return test.param.name;
+                         });
+
+}  // namespace
+}  // namespace jitpipe
