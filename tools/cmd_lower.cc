@@ -11,6 +11,7 @@
 #include "scheduler/ir/schedule_io.h"
 #include "scheduler/ir/schedule_json.h"
 #include "scheduler/passes/lower.h"
+#include "stages/predict.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 
@@ -48,6 +49,10 @@ absl::StatusOr<LowerOptions> OptionsFromFlags() {
   }
   options.fsdp = absl::GetFlag(FLAGS_fsdp);
   options.reduce_grad = absl::GetFlag(FLAGS_reduce_grad);
+  options.overlap = absl::GetFlag(FLAGS_overlap);
+  if (options.overlap && !options.reduce_grad) {
+    return absl::InvalidArgumentError("--overlap needs --reduce-grad");
+  }
   options.dump_after = absl::GetFlag(FLAGS_dump_after);
   if (!options.dump_after.empty()) {
     const std::vector<std::string> passes = LoweringPassNames(options);
@@ -73,6 +78,11 @@ int RunLower(const Command& command, const Invocation& invocation) {
   const std::string& path = invocation.positional[0];
   auto schedule = LoadInputSchedule(path);
   if (!schedule.ok()) return Fail(command, schedule.status());
+  if (const std::string model_path = absl::GetFlag(FLAGS_model); !model_path.empty()) {
+    absl::StatusOr<Model> model = LoadModel(model_path);
+    if (!model.ok()) return Fail(command, model.status());
+    options->overlap_peak = PlannedPeak(*model);  // --overlap's memory limit
+  }
   auto lowered = LowerWithDump(*schedule, *options);
   if (!lowered.ok()) {
     return Fail(command, absl::Status(lowered.status().code(),
@@ -98,14 +108,17 @@ Command LowerCommand() {
   return Command{
       .name = "lower",
       .synopsis = "lower FILE [--recv early|jit] [--backward keep|split|merge] [--fsdp] "
-                  "[--reduce-grad] [--dump-after NAME] [-o FILE]",
+                  "[--reduce-grad] [--overlap [--model MODEL]] [--dump-after NAME] [-o FILE]",
       .summary = "Lower a compute-only schedule: add every send and receive (and, on request, "
                  "FSDP unshard/reshard and gradient reduction). --recv jit (the default) posts "
                  "each receive just before its consumer, ordered so that no ranks can deadlock "
                  "even under rendezvous semantics; --recv early reproduces PyTorch's "
-                 "_add_send_recv exactly. Writes JSON to stdout, or -o FILE (.json or .csv).",
-      .flags = {"recv", "backward", "fsdp", "reduce_grad", "dump_after", "output",
-                "legacy_names"},
+                 "_add_send_recv exactly. --overlap (with --reduce-grad) reorders Ws so that gradient "
+                 "reductions hide under the compute that follows, never raising a rank's "
+                 "activation-unit peak (with --model: its jit-planned peak). Writes JSON to "
+                 "stdout, or -o FILE (.json or .csv).",
+      .flags = {"recv", "backward", "fsdp", "reduce_grad", "overlap", "model", "dump_after",
+                "output", "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,
       .run = RunLower,

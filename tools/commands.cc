@@ -12,6 +12,7 @@ const std::vector<Command>& AllCommands() {
       PlanCommand(),
       ReplayCommand(),
       FrAnalyzeCommand(),
+      SimulateCommand(),
   };
   return *commands;
 }

@@ -14,6 +14,7 @@ Command GenerateCommand();
 Command PlanCommand();
 Command ReplayCommand();
 Command FrAnalyzeCommand();
+Command SimulateCommand();
 
 }  // namespace jitpipe::cli
 

@@ -9,6 +9,9 @@ ABSL_FLAG(bool, legacy_names, false,
           "read CSV files with the old zero-bubble names (B = input backward, W = weight)");
 ABSL_FLAG(std::string, model, "", "the cost model file (jitpipe.model JSON)");
 ABSL_FLAG(std::string, trace, "", "write a Chrome trace (Perfetto, chrome://tracing) to this file");
+ABSL_FLAG(bool, overlap, false,
+          "run the overlap pass: reorder Ws so gradient reductions hide under compute "
+          "(needs REDUCE_GRAD)");
 
 namespace jitpipe::cli {
 

@@ -13,6 +13,7 @@ ABSL_DECLARE_FLAG(bool, json);
 ABSL_DECLARE_FLAG(bool, legacy_names);
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(std::string, trace);
+ABSL_DECLARE_FLAG(bool, overlap);
 
 namespace jitpipe::cli {
 
