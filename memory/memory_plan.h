@@ -10,13 +10,17 @@
 //        -> offsets
 //
 // The arena is the smallest of XLA's two orderings (decreasing size,
-// decreasing duration), tried after a best-fit replay in start order: that
-// one costs O(n) and usually reaches the peak already, which no ordering can
-// beat, and then the other two are skipped.
+// decreasing duration, each refined by squeaky-wheel rounds; arena.h), tried
+// after a best-fit replay in start order: that one is a single sweep and
+// usually reaches the peak already, which no layout can beat, and then the
+// other two are skipped.
 //
-// Under jit with receives placed just before their consumers (jitpipe lower
-// --recv jit) the peak equals the lower bound; eager's peak is never below
-// jit's, because every eager interval contains the jit one.
+// When every RECV stands right before its consumer and every SEND right
+// after its producer, the jit peak equals the lower bound. A RECV posted
+// earlier (a lowering that must stay deadlock-free under rendezvous
+// semantics posts some before a SEND) holds its buffer, and possibly a sent
+// output, for longer: the peak then shows the price. Eager's peak is never
+// below jit's, because every eager interval contains the jit one.
 //
 // Plans are values; every function here is pure and thread-compatible.
 #ifndef JITPIPE_MEMORY_MEMORY_PLAN_H_
