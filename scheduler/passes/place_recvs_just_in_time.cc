@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -15,29 +16,29 @@ namespace {
 
 constexpr int32_t kNone = -1;
 
-// One non-RECV action of a rank's input program, as the replay needs it.
-struct Op {
-  uint32_t index;   // in the rank's input program
-  int32_t send;     // the message it sends, when a SEND
-  int32_t to;       // the rank it sends to, when a SEND
-  int32_t consume;  // the message a simple F, I or B would consume (if received)
-  bool compound;    // an OVERLAP_F_B: its sub-actions say what it consumes
-};
+// Change in the forwards whose stash a rank holds: +1 per F, -1 per B or W.
+int ForwardsDelta(const Action& a) {
+  int delta = 0;
+  ForEachComputePart(a, [&](const Action& leaf) {
+    if (leaf.kind == ActionKind::kForward) ++delta;
+    if (leaf.kind == ActionKind::kBackward || leaf.kind == ActionKind::kBackwardWeight) --delta;
+  });
+  return delta;
+}
 
 // The messages of a lowered program, numbered by their RECV: RECV_F of
 // (stage s, microbatch mb) is PhaseKey(s, mb), RECV_B is PhaseTableSize() +
 // PhaseKey(s, mb). A message goes over a directed "pair" (sender, receiver)
-// of ranks, whose messages match in the sender's order. Also builds each
-// rank's Ops, in the same sweep.
+// of ranks, whose messages match in the sender's order.
 class Messages {
  public:
   explicit Messages(const Schedule& s)
       : s_(s),
+        mbs_(static_cast<size_t>(s.microbatches_per_chain())),
         table_(PhaseTableSize(s)),
         info_(2 * table_),
         consumer_(2 * table_, 0),
-        pair_index_(static_cast<size_t>(s.pp) * s.pp, kNone),
-        ops_(s.pp) {}
+        pair_index_(static_cast<size_t>(s.pp) * s.pp, kNone) {}
 
   // Indexes the program and checks that SENDs and RECVs match one to one,
   // and every action's indices (CheckActionIndices) in the same sweep.
@@ -50,8 +51,10 @@ class Messages {
     const int32_t m = Consumes(leaf);
     return m != kNone && info_[m].receiver == rank ? m : kNone;
   }
-  int32_t Received(int rank, int32_t m) const {
-    return m != kNone && info_[m].receiver == rank ? m : kNone;
+  // The message a SEND sends.
+  int32_t OfSend(const Action& send) const {
+    return send.kind == ActionKind::kSendF ? Id(true, send.stage + 1, send.microbatch)
+                                           : Id(false, send.stage - 1, send.microbatch);
   }
   Action RecvAction(int32_t m) const;
 
@@ -59,13 +62,16 @@ class Messages {
   int receiver(int32_t m) const { return info_[m].receiver; }
   int32_t pair(int32_t m) const { return info_[m].pair; }
   int32_t order(int32_t m) const { return info_[m].order; }  // position within its pair
+  // Position of m's consumer among the non-RECV actions of its receiver's
+  // program (so it does not depend on where the input put the RECVs).
+  int32_t consumer(int32_t m) const { return info_[m].consumer; }
   const std::vector<int32_t>& sequence(int32_t pair) const { return sequences_[pair]; }
   size_t num_pairs() const { return sequences_.size(); }
-  std::vector<Op>& ops(int rank) { return ops_[rank]; }
 
  private:
   int32_t Id(bool forward, int stage, int mb) const {
-    return static_cast<int32_t>((forward ? 0 : table_) + PhaseKey(s_, stage, mb));
+    return static_cast<int32_t>((forward ? 0 : table_) + static_cast<size_t>(stage) * mbs_ +
+                                static_cast<size_t>(mb));
   }
   int32_t Consumes(const Action& leaf) const {
     if (leaf.kind == ActionKind::kForward) return Id(true, leaf.stage, leaf.microbatch);
@@ -84,21 +90,22 @@ class Messages {
     int32_t receiver = kNone;  // rank of its RECV; kNone when absent
     int32_t pair = kNone;
     int32_t order = kNone;     // position within its pair
+    int32_t consumer = kNone;
   };
 
   const Schedule& s_;
+  const size_t mbs_;  // microbatches per chain: the stride of a stage's ids
   const size_t table_;
   std::vector<Info> info_;
   std::vector<uint8_t> consumer_;  // a compute that would consume it exists
   std::vector<int32_t> pair_index_;              // sender * pp + receiver -> pair
   std::vector<std::vector<int32_t>> sequences_;  // per pair, in the sender's order
-  std::vector<std::vector<Op>> ops_;             // per rank
 };
 
 Action Messages::RecvAction(int32_t m) const {
   const bool forward = static_cast<size_t>(m) < table_;
   const size_t key = static_cast<size_t>(m) - (forward ? 0 : table_);
-  const int mbs = s_.microbatches_per_chain();
+  const size_t mbs = mbs_;
   return SimpleAction(forward ? ActionKind::kRecvF : ActionKind::kRecvB,
                       static_cast<int32_t>(key / mbs), static_cast<int32_t>(key % mbs));
 }
@@ -127,7 +134,7 @@ absl::Status Messages::IndexSend(int rank, size_t index, const Action& a) {
     return fail("the stage has no neighbour in that direction");
   }
   const int to_stage = forward ? a.stage + 1 : a.stage - 1;
-  const int32_t m = Id(forward, to_stage, a.microbatch);
+  const int32_t m = OfSend(a);
   Info& info = info_[m];
   if (info.sender != kNone) return fail("a second send of the same message");
   const int to = s_.RankOf(to_stage);
@@ -141,7 +148,6 @@ absl::Status Messages::IndexSend(int rank, size_t index, const Action& a) {
   info.pair = p;
   info.order = static_cast<int32_t>(sequences_[p].size());
   sequences_[p].push_back(m);
-  ops_[rank].push_back(Op{static_cast<uint32_t>(index), m, to, kNone, false});
   return absl::OkStatus();
 }
 
@@ -149,7 +155,7 @@ absl::Status Messages::Index() {
   // One sweep over every rank's program (index spaces: rank, program index).
   for (int r = 0; r < s_.pp; ++r) {
     const RankProgram& program = s_.ranks[r];
-    ops_[r].reserve(program.size());
+    int32_t non_recvs = 0;  // non-RECV actions before index i
     for (size_t i = 0; i < program.size(); ++i) {
       const Action& a = program[i];
       if (a.is_bubble()) {
@@ -159,15 +165,19 @@ absl::Status Messages::Index() {
       RETURN_IF_ERROR(CheckActionIndices(s_, r, i, a));
       if (IsRecv(a.kind)) {
         RETURN_IF_ERROR(IndexRecv(r, i, a));
-      } else if (IsSend(a.kind)) {
+        continue;
+      }
+      if (IsSend(a.kind)) {
         RETURN_IF_ERROR(IndexSend(r, i, a));
       } else {
-        const int32_t consume = a.is_compound() ? kNone : Consumes(a);
         ForEachComputePart(a, [&](const Action& leaf) {
-          if (const int32_t m = Consumes(leaf); m != kNone) consumer_[m] = 1;
+          const int32_t m = Consumes(leaf);
+          if (m == kNone) return;
+          consumer_[m] = 1;
+          if (info_[m].consumer == kNone) info_[m].consumer = non_recvs;
         });
-        ops_[r].push_back(Op{static_cast<uint32_t>(i), kNone, kNone, consume, a.is_compound()});
       }
+      ++non_recvs;
     }
   }
   return CheckMatched();
@@ -227,15 +237,22 @@ class PendingRecvs {
 
 // Replays the program under rendezvous semantics, placing each RECV when its
 // consumer is reached, and breaks every cycle of waiting ranks (see the
-// header). Index spaces: ranks; per rank its Ops (the input without RECVs)
-// and its pending RECVs; messages and pairs (Messages).
+// header). Index spaces: ranks; per rank its input program, whose RECVs the
+// replay skips, and its pending RECVs; messages and pairs (Messages).
 class Replay {
  public:
-  Replay(const Schedule& in, Messages& messages)
+  Replay(const Schedule& in, const Messages& messages)
       : in_(in), msg_(messages), ranks_(in.pp), next_post_(messages.num_pairs(), 0) {
     for (int r = 0; r < in.pp; ++r) {
-      ranks_[r].ops = std::move(messages.ops(r));
-      ranks_[r].out.reserve(in.ranks[r].size());
+      RankState& st = ranks_[r];
+      st.program = &in.ranks[r];
+      st.out.reserve(st.program->size());
+      int forwards = 0;
+      for (const Action& a : *st.program) {
+        forwards += ForwardsDelta(a);
+        st.max_forwards = std::max(st.max_forwards, forwards);
+      }
+      SkipRecvs(st);
     }
   }
 
@@ -258,12 +275,15 @@ class Replay {
 
  private:
   struct RankState {
-    std::vector<Op> ops;
-    size_t pos = 0;        // next op
+    const RankProgram* program = nullptr;  // the input's, borrowed
+    size_t pos = 0;        // next action of `program`, never a RECV
+    int32_t ran = 0;       // non-RECV actions of `program` done
     PendingRecvs pending;  // posted RECVs, unmatched
     int waits_on = kNone;  // the rank it is blocked on
     bool queued = false;
     bool done = false;
+    int forwards = 0;      // forwards run whose stash is still held (their B or W not run)
+    int max_forwards = 0;  // the most there will ever be
     RankProgram out;
   };
 
@@ -274,9 +294,16 @@ class Replay {
     work_.push_back(r);
   }
 
+  static void SkipRecvs(RankState& st) {
+    while (st.pos < st.program->size() && IsRecv((*st.program)[st.pos].kind)) ++st.pos;
+  }
+  // The next action of `st` and what it is.
+  static const Action& Next(const RankState& st) { return (*st.program)[st.pos]; }
+
   bool AtSend(int r, int32_t m) const {
     const RankState& st = ranks_[r];
-    return st.pending.empty() && st.pos < st.ops.size() && st.ops[st.pos].send == m;
+    return st.pending.empty() && st.pos < st.program->size() && IsSend(Next(st).kind) &&
+           msg_.OfSend(Next(st)) == m;
   }
   bool AtRecv(int r, int32_t m) const {
     const RankState& st = ranks_[r];
@@ -288,8 +315,10 @@ class Replay {
     const int from_rank = msg_.sender(m);
     RankState& from = ranks_[from_rank];
     RankState& to = ranks_[msg_.receiver(m)];
-    from.out.push_back(CopyOf(in_.ranks[from_rank][from.ops[from.pos].index]));
+    from.out.push_back(CopyOf(Next(from)));
     ++from.pos;
+    ++from.ran;
+    SkipRecvs(from);
     to.out.push_back(msg_.RecvAction(m));
     to.pending.pop_front();
     Enqueue(from_rank);
@@ -308,13 +337,10 @@ class Replay {
     return posting;
   }
 
-  // Posts the RECVs op consumes that are not posted yet; whether it posted any.
-  bool PostInputs(int r, const Op& op) {
-    if (!op.compound) return Post(r, msg_.Received(r, op.consume));
+  // Posts the RECVs `a` consumes that are not posted yet; whether it posted any.
+  bool PostInputs(int r, const Action& a) {
     bool posted = false;
-    for (const Action& leaf : in_.ranks[r][op.index].sub_actions) {
-      posted |= Post(r, msg_.ConsumedBy(r, leaf));
-    }
+    ForEachComputePart(a, [&](const Action& leaf) { posted |= Post(r, msg_.ConsumedBy(r, leaf)); });
     return posted;
   }
 
@@ -340,23 +366,27 @@ class Replay {
         Rendezvous(m);
         continue;
       }
-      if (st.pos == st.ops.size()) {
+      if (st.pos == st.program->size()) {
         st.done = true;
         ++finished_;
         return;
       }
-      const Op& op = st.ops[st.pos];
-      if (op.send != kNone) {
-        if (!AtRecv(op.to, op.send)) {
-          st.waits_on = op.to;
+      const Action& a = Next(st);
+      if (IsSend(a.kind)) {
+        const int32_t m = msg_.OfSend(a);
+        if (!AtRecv(msg_.receiver(m), m)) {
+          st.waits_on = msg_.receiver(m);
           return;
         }
-        Rendezvous(op.send);
+        Rendezvous(m);
         continue;
       }
-      if (PostInputs(r, op)) continue;
-      st.out.push_back(CopyOf(in_.ranks[r][op.index]));
+      if (PostInputs(r, a)) continue;
+      st.out.push_back(CopyOf(a));
+      st.forwards += ForwardsDelta(a);
       ++st.pos;
+      ++st.ran;
+      SkipRecvs(st);
     }
   }
 
@@ -380,14 +410,15 @@ class Replay {
     return BreakCycle(CycleFrom(r));
   }
 
-  std::vector<int> CycleFrom(int x) const {
-    std::vector<int> cycle;
+  // The ranks of the cycle through x, in cycle_ (reused: cycles are many).
+  const std::vector<int>& CycleFrom(int x) {
+    cycle_.clear();
     int y = x;
     do {
-      cycle.push_back(y);
+      cycle_.push_back(y);
       y = ranks_[y].waits_on;
     } while (y != x);
-    return cycle;
+    return cycle_;
   }
 
   // Called when no rank can move: every unfinished rank waits on another.
@@ -409,18 +440,27 @@ class Replay {
     return absl::OkStatus();
   }
 
-  // Of the cycle's ranks blocked at a SEND, the one whose receiver has the
-  // lowest rank has that receiver post the RECV where it is blocked.
+  // What receiving message m early at `receiver` (where it is blocked) costs,
+  // smaller first: how many of its actions the buffer is held for before its
+  // consumer, then how close the receiver is to its most held stashes (a rank
+  // that has just run a backward has room), then the rank.
+  std::tuple<int32_t, int, int> EarlyRecvCost(int32_t m, int receiver) const {
+    const RankState& st = ranks_[receiver];
+    return {msg_.consumer(m) - st.ran, st.forwards - st.max_forwards, receiver};
+  }
+
+  // Of the cycle's ranks blocked at a SEND, the receiver for which receiving
+  // early costs least posts the RECV where it is blocked.
   absl::Status BreakCycle(const std::vector<int>& cycle) {
     int32_t best = kNone;  // the message to receive early
     int receiver = kNone;
     for (int r : cycle) {
       const RankState& st = ranks_[r];
       if (!st.pending.empty()) continue;  // blocked at a RECV
-      const Op& send = st.ops[st.pos];
-      if (best == kNone || send.to < receiver) {
-        best = send.send;
-        receiver = send.to;
+      const int32_t m = msg_.OfSend(Next(st));
+      if (best == kNone || EarlyRecvCost(m, msg_.receiver(m)) < EarlyRecvCost(best, receiver)) {
+        best = m;
+        receiver = msg_.receiver(m);
       }
     }
     if (best == kNone) return CycleOfReceives(cycle);
@@ -441,9 +481,8 @@ class Replay {
     std::string message = "the computes wait on each other in a cycle: ";
     for (size_t k = 0; k < cycle.size(); ++k) {
       const RankState& st = ranks_[cycle[k]];
-      const uint32_t index = st.ops[st.pos].index;
-      absl::StrAppend(&message, k == 0 ? "" : "; ",
-                      Where(cycle[k], index, in_.ranks[cycle[k]][index]), " waits for ",
+      absl::StrAppend(&message, k == 0 ? "" : "; ", Where(cycle[k], st.pos, Next(st)),
+                      " waits for ",
                       msg_.RecvAction(st.pending.front()).ToString(), " from rank ", st.waits_on);
     }
     return absl::InvalidArgumentError(message);
@@ -455,6 +494,7 @@ class Replay {
   std::vector<int32_t> next_post_;  // per pair: how many of its messages are posted
   std::vector<int> work_;           // ranks to advance
   int running_ = kNone;             // the rank Advance() is running
+  std::vector<int> cycle_;          // CycleFrom()'s result
   int finished_ = 0;
 };
 

@@ -17,13 +17,18 @@
 //      its RECV (rendezvous): rank 0 sends to rank 1 while rank 1 sends to
 //      rank 0, each posting its RECV only after its SEND. The pass replays the
 //      program under rendezvous semantics; whenever ranks wait on each other
-//      in a cycle, of the cycle's ranks blocked at a SEND the one whose
-//      receiver has the lowest rank is chosen, and that receiver posts the
-//      RECV where it is blocked. That is the latest point at which it can go,
-//      so only RECVs that must come early do. (PyTorch's _defer_recv_ops
-//      breaks the same cycles by rank parity, but applies the rule to every
-//      SEND of a lower rank to a higher one, cycle or not, and each RECV it
-//      moves early holds its buffer for longer.)
+//      in a cycle, one receiver of a SEND in the cycle posts that RECV where it
+//      is blocked: the latest point at which it can go, so only RECVs that must
+//      come early do. It picks the cheapest: the receiver whose consumer of
+//      the message is fewest of its actions ahead, then the one furthest below
+//      its most held forward stashes (a rank that has just run a backward has
+//      room for the buffer), then the lowest rank.
+//      PyTorch's _defer_recv_ops uses rank parity instead: a lower rank
+//      posts the RECVs it already holds from a peer before a SEND to that
+//      peer. That moves RECVs early where no cycle would form, and it does not
+//      make PyTorch's 1F1B (or most schedules) deadlock-free under rendezvous
+//      semantics, since the RECV that would break a cycle often sits after the
+//      SEND in _add_send_recv's order, out of the rule's reach.
 // The result is deadlock-free under rendezvous semantics by construction
 // (the replay completes), and hence under relaxed semantics too.
 //
@@ -31,9 +36,11 @@
 //   rank 0: 0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1
 //   rank 1: 1RECV_F0 1RECV_F1 1F0 1B0 1SEND_B0 1F1 1B1 1SEND_B1
 // After:
-//   rank 0: 0F0 0SEND_F0 0F1 0RECV_B0 0SEND_F1 0B0 0RECV_B1 0B1
-//   rank 1: 1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1
-// (0RECV_B0 precedes 0SEND_F1: rank 1 sends 1SEND_B0 before it receives F1.)
+//   rank 0: 0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1
+//   rank 1: 1RECV_F0 1F0 1B0 1RECV_F1 1SEND_B0 1F1 1B1 1SEND_B1
+// (Rank 0 sends F1 while rank 1 sends B0: one must receive first. Both
+// consumers are one action ahead; rank 1 has just run a backward, so it
+// receives F1 before it sends B0, and rank 0's peak stays where it was.)
 //
 // Does nothing to a program without RECVs (pp = 1) or whose RECVs already
 // stand right before their consumers without a cycle; UNSHARD, RESHARD and

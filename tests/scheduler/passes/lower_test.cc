@@ -205,8 +205,8 @@ TEST(LowerTest, DumpsTheProgramAfterANamedPass) {
   ASSERT_OK_AND_ASSIGN(Schedule early, LowerSendRecvEarly(s));
   EXPECT_EQ(*result.dumped, early);
   EXPECT_EQ(Rows(result.lowered),
-            (std::vector<std::string>{"0F0 0SEND_F0 0F1 0RECV_B0 0SEND_F1 0B0 0RECV_B1 0B1",
-                                      "1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1"}));
+            (std::vector<std::string>{"0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1",
+                                      "1RECV_F0 1F0 1B0 1RECV_F1 1SEND_B0 1F1 1B1 1SEND_B1"}));
 }
 
 TEST(LowerTest, RefusesToDumpAPassThatDoesNotRun) {
