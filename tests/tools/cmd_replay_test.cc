@@ -1,0 +1,172 @@
+// End-to-end runs of `jitpipe replay`: the mlp check, --json, --trace, the
+// cost stage, usage errors, and a timeout with flight records.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/testdata.h"
+#include "traces/trace_checker.h"
+
+namespace jitpipe {
+namespace {
+
+using ::jitpipe::testing::CliResult;
+using ::jitpipe::testing::MakeTempDir;
+using ::jitpipe::testing::RunCli;
+using ::jitpipe::testing::TestdataPath;
+using ::jitpipe::testing::WriteTextFile;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+const std::string kTorchtitan = TestdataPath("conformance/real/torchtitan_4-rank.csv");
+
+// The issue's real file: lowered, planned, replayed and checked.
+TEST(CmdReplayTest, ReplaysTheRealFileExactly) {
+  CliResult r = RunCli({"replay", kTorchtitan, "--backend", "inproc", "--stage", "mlp"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith(kTorchtitan + ": replayed 1 step of pp 4 x dp 1 (8 stages, 6 "
+                                              "microbatches, "));
+  EXPECT_THAT(r.out, HasSubstr("\ncheck against the reference trainer: ok; loss "));
+  EXPECT_THAT(r.out, HasSubstr("\nstep time: "));
+  EXPECT_THAT(r.out, HasSubstr("\nexposed reduction: "));
+  EXPECT_THAT(r.out, HasSubstr("  rank    pp replica  peak measured   peak planned          arena\n"));
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(CmdReplayTest, JsonSummary) {
+  CliResult r = RunCli({"replay", kTorchtitan, "--stage", "mlp", "--dp", "2", "--steps", "2",
+                        "--policy", "eager", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["backend"], "inproc");
+  EXPECT_EQ(j["stage"], "mlp");
+  EXPECT_EQ(j["policy"], "eager");
+  EXPECT_EQ(j["pp"], 4);
+  EXPECT_EQ(j["dp"], 2);
+  EXPECT_EQ(j["steps"], 2);
+  ASSERT_EQ(j["step_loss"].size(), 2u);
+  EXPECT_EQ(j["loss"], j["step_loss"][1]);
+  EXPECT_EQ(j["step_us_all"].size(), 2u);
+  EXPECT_GT(j["step_us"].get<double>(), 0);
+  EXPECT_GE(j["exposed_reduce_us"].get<double>(), 0);
+  EXPECT_GE(j["peak_in_flight_bytes"].get<int64_t>(), 0);
+  ASSERT_EQ(j["ranks"].size(), 8u);
+  for (int w = 0; w < 8; ++w) {
+    const nlohmann::json& rank = j["ranks"][w];
+    EXPECT_EQ(rank["rank"], w);
+    EXPECT_EQ(rank["pipeline_rank"], w % 4);
+    EXPECT_EQ(rank["replica"], w / 4);
+    EXPECT_EQ(rank["measured_peak_bytes"], rank["planned_peak_bytes"]);
+    EXPECT_GT(rank["arena_bytes"].get<int64_t>(), 0);
+  }
+  EXPECT_EQ(j["check"]["ok"], true);
+  EXPECT_LE(j["check"]["worst_grad_error"].get<double>(), 1e-5);
+}
+
+TEST(CmdReplayTest, TraceOfTheMeasuredTimelinePassesTheViewerRules) {
+  const std::string trace = MakeTempDir("replay_trace") + "/t.json";
+  CliResult r = RunCli({"replay", kTorchtitan, "--stage", "mlp", "--steps", "2", "--trace", trace,
+                        "--buffers", "arena"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_OK_AND_ASSIGN(ChromeTraceSummary summary, ReadAndCheckChromeTrace(trace));
+  EXPECT_GT(summary.slices, 0);
+  EXPECT_GT(summary.flows, 0);
+  EXPECT_GT(summary.counters, 0);
+}
+
+// The cost stage spends the model's times and moves its sizes; its data
+// stamps make the run fail if any buffer were routed wrongly.
+TEST(CmdReplayTest, CostStageWithAModel) {
+  const std::string dir = MakeTempDir("replay_cost");
+  WriteTextFile(dir + "/m.json",
+                R"({"format": "jitpipe.model", "version": 1,
+                    "defaults": {"forward_us": 20, "backward_input_us": 20,
+                                 "backward_weight_us": 20, "input_bytes": 4096,
+                                 "output_bytes": 4096, "stash_bytes": 8192,
+                                 "param_bytes": 65536},
+                    "dp": {"size": 2}})");
+  CliResult r = RunCli({"replay", kTorchtitan, "--stage", "cost", "--model", dir + "/m.json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("of pp 4 x dp 2 (8 stages"));  // dp from the model
+  EXPECT_THAT(r.out, HasSubstr("with cost stages"));
+  EXPECT_THAT(r.out, Not(HasSubstr("reference trainer")));
+}
+
+struct UsageCase {
+  std::vector<std::string> args;
+  std::string error;
+};
+
+class CmdReplayUsageTest : public ::testing::TestWithParam<UsageCase> {};
+
+TEST_P(CmdReplayUsageTest, ExitsTwoWithTheReason) {
+  std::vector<std::string> args = {"replay", kTorchtitan};
+  args.insert(args.end(), GetParam().args.begin(), GetParam().args.end());
+  CliResult r = RunCli(args);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "jitpipe replay: " + GetParam().error + "\n(see: jitpipe replay --help)\n");
+  EXPECT_EQ(r.out, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Flags, CmdReplayUsageTest,
+    ::testing::Values(
+        UsageCase{{"--stage", "mlp", "--backend", "nccl"},
+                  "backend nccl is not available in this build"},
+        UsageCase{{"--stage", "mlp", "--backend", "tcp"},
+                  "--backend must be inproc, mpi or nccl, not \"tcp\""},
+        UsageCase{{}, "--stage must be mlp or cost"},
+        UsageCase{{"--stage", "gpu"}, "--stage must be mlp or cost, not \"gpu\""},
+        UsageCase{{"--stage", "cost"}, "--stage cost needs --model MODEL"},
+        UsageCase{{"--stage", "mlp", "--steps", "0"}, "--steps must be 1 or more"},
+        UsageCase{{"--stage", "mlp", "--dp", "0"}, "--dp must be 1 or more"},
+        UsageCase{{"--stage", "mlp", "--timeout", "0"},
+                  "--timeout must be a positive number of seconds"},
+        UsageCase{{"--stage", "mlp", "--policy", "lazy"}, "--policy must be jit or eager"},
+        UsageCase{{"--stage", "mlp", "--buffers", "pool"}, "--buffers must be tracked or arena"}));
+
+TEST(CmdReplayTest, InvalidInputExitsOne) {
+  CliResult missing = RunCli({"replay", "/nonexistent/s.csv", "--stage", "mlp"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, StartsWith("jitpipe replay: /nonexistent/s.csv: "));
+  // Rank 0 waits in 0B0 for a gradient that needs its own later 0SEND_F0.
+  const std::string path = MakeTempDir("replay_bad") + "/deadlock.csv";
+  WriteTextFile(path, "0F0,0RECV_B0,0B0,0SEND_F0\n1RECV_F0,1F0,1B0,1SEND_B0\n");
+  CliResult deadlock = RunCli({"replay", path, "--stage", "mlp"});
+  EXPECT_EQ(deadlock.exit_code, 1);
+  EXPECT_THAT(deadlock.err, StartsWith("jitpipe replay: " + path + ": deadlock"));
+}
+
+// Rank 0's forward takes 1.5 s, the timeout is 0.5 s: rank 1 gives up
+// waiting for its input, every rank's flight record is written, and both
+// the error and fr-analyze name the receive that never matched.
+TEST(CmdReplayTest, TimeoutWritesFlightRecordsThatFrAnalyzeReads) {
+  const std::string dir = MakeTempDir("replay_timeout");
+  WriteTextFile(dir + "/slow.json",
+                R"({"format": "jitpipe.model", "version": 1,
+                    "defaults": {"forward_us": 1500000, "input_bytes": 64, "output_bytes": 64}})");
+  WriteTextFile(dir + "/g.csv", "0F0,0B0\n1F0,1B0\n");
+  const std::string flight = dir + "/flight";
+  CliResult r = RunCli({"replay", dir + "/g.csv", "--stage", "cost", "--model", dir + "/slow.json",
+                        "--timeout", "0.5", "--flight-dir", flight});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "jitpipe replay: " + dir + "/g.csv: rank 1, index 1 (1F0): timed out after "
+                   "500ms waiting for receive 1RECV_F0 from rank 0 (index 0); other ranks: "
+                   "aborted (0); flight analysis (records in " + flight + "): rank 1 waits at "
+                   "index 0 (1RECV_F0) for rank 0; rank 0's last op was none, and it is at index "
+                   "0 (0F0)\n");
+  EXPECT_TRUE(std::filesystem::exists(flight + "/rank_0.json"));
+  EXPECT_TRUE(std::filesystem::exists(flight + "/rank_1.json"));
+  CliResult analysis = RunCli({"fr-analyze", flight});
+  EXPECT_EQ(analysis.exit_code, 1);
+  EXPECT_EQ(analysis.out, "first unmatched: rank 1 waits at index 0 (1RECV_F0) for rank 0; rank "
+                          "0's last op was none, and it is at index 0 (0F0)\n");
+}
+
+}  // namespace
+}  // namespace jitpipe
