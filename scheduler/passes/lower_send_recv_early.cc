@@ -21,6 +21,7 @@ class RoundRobin {
  public:
   explicit RoundRobin(const Schedule& in)
       : in_(in),
+        links_(LinksOf(in)),
         forward_done_(PhaseTableSize(in), 0),
         backward_done_(PhaseTableSize(in), 0),
         recv_f_(PhaseTableSize(in), 0),
@@ -57,16 +58,19 @@ class RoundRobin {
   }
 
  private:
+  size_t Key(int stage, int mb) const { return static_cast<size_t>(stage) * mbs_ + mb; }
+
   bool LeafReady(int rank, const Action& leaf) const {
     const int s = leaf.stage;
-    if (leaf.kind == ActionKind::kForward && !in_.IsFirstStage(s)) {
-      return recv_f_[PhaseKey(in_, s, leaf.microbatch)] ||
-             (in_.RankOf(s - 1) == rank && forward_done_[PhaseKey(in_, s - 1, leaf.microbatch)]);
+    const StageLinks& link = links_[s];
+    if (leaf.kind == ActionKind::kForward && link.prev_rank != kNoRank) {
+      return recv_f_[Key(s, leaf.microbatch)] ||
+             (link.prev_rank == rank && forward_done_[Key(s - 1, leaf.microbatch)]);
     }
     if ((leaf.kind == ActionKind::kBackward || leaf.kind == ActionKind::kBackwardInput) &&
-        !in_.IsLastStage(s)) {
-      return recv_b_[PhaseKey(in_, s, leaf.microbatch)] ||
-             (in_.RankOf(s + 1) == rank && backward_done_[PhaseKey(in_, s + 1, leaf.microbatch)]);
+        link.next_rank != kNoRank) {
+      return recv_b_[Key(s, leaf.microbatch)] ||
+             (link.next_rank == rank && backward_done_[Key(s + 1, leaf.microbatch)]);
     }
     return true;
   }
@@ -93,18 +97,19 @@ class RoundRobin {
   void PlaceLeaf(int rank, const Action& leaf) {
     const int s = leaf.stage;
     const int mb = leaf.microbatch;
+    const StageLinks& link = links_[s];
     if (leaf.kind == ActionKind::kForward) {
-      forward_done_[PhaseKey(in_, s, mb)] = 1;
-      if (in_.IsLastStage(s) || in_.RankOf(s + 1) == rank) return;
+      forward_done_[Key(s, mb)] = 1;
+      if (link.next_rank == kNoRank || link.next_rank == rank) return;
       out_[rank].push_back(SimpleAction(ActionKind::kSendF, s, mb));
-      out_[in_.RankOf(s + 1)].push_back(SimpleAction(ActionKind::kRecvF, s + 1, mb));
-      recv_f_[PhaseKey(in_, s + 1, mb)] = 1;
+      out_[link.next_rank].push_back(SimpleAction(ActionKind::kRecvF, s + 1, mb));
+      recv_f_[Key(s + 1, mb)] = 1;
     } else if (leaf.kind == ActionKind::kBackward || leaf.kind == ActionKind::kBackwardInput) {
-      backward_done_[PhaseKey(in_, s, mb)] = 1;
-      if (in_.IsFirstStage(s) || in_.RankOf(s - 1) == rank) return;
+      backward_done_[Key(s, mb)] = 1;
+      if (link.prev_rank == kNoRank || link.prev_rank == rank) return;
       out_[rank].push_back(SimpleAction(ActionKind::kSendB, s, mb));
-      out_[in_.RankOf(s - 1)].push_back(SimpleAction(ActionKind::kRecvB, s - 1, mb));
-      recv_b_[PhaseKey(in_, s - 1, mb)] = 1;
+      out_[link.prev_rank].push_back(SimpleAction(ActionKind::kRecvB, s - 1, mb));
+      recv_b_[Key(s - 1, mb)] = 1;
     }
   }
 
@@ -153,6 +158,8 @@ class RoundRobin {
   }
 
   const Schedule& in_;
+  const std::vector<StageLinks> links_;
+  const size_t mbs_ = static_cast<size_t>(in_.microbatches_per_chain());
   std::vector<uint8_t> forward_done_, backward_done_;  // placed F / placed I or B
   std::vector<uint8_t> recv_f_, recv_b_;               // RECV placed (on the stage's rank)
   std::vector<size_t> head_;                           // next input index per rank

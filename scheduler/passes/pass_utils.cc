@@ -54,6 +54,16 @@ absl::Status CheckIndices(const Schedule& schedule) {
   return CheckProgram(schedule, "", [](const Action&) { return false; });
 }
 
+std::vector<StageLinks> LinksOf(const Schedule& schedule) {
+  std::vector<StageLinks> links(schedule.num_stages());
+  for (int s = 0; s < schedule.num_stages(); ++s) {
+    links[s].rank = schedule.RankOf(s);
+    if (!schedule.IsFirstStage(s)) links[s].prev_rank = schedule.RankOf(s - 1);
+    if (!schedule.IsLastStage(s)) links[s].next_rank = schedule.RankOf(s + 1);
+  }
+  return links;
+}
+
 bool HasAnyKind(const Schedule& schedule, std::initializer_list<ActionKind> kinds) {
   auto matches = [&](const Action& a) {
     for (ActionKind k : kinds) {

@@ -34,6 +34,7 @@ class Messages {
  public:
   explicit Messages(const Schedule& s)
       : s_(s),
+        links_(LinksOf(s)),
         mbs_(static_cast<size_t>(s.microbatches_per_chain())),
         table_(PhaseTableSize(s)),
         info_(2 * table_),
@@ -94,6 +95,7 @@ class Messages {
   };
 
   const Schedule& s_;
+  const std::vector<StageLinks> links_;
   const size_t mbs_;  // microbatches per chain: the stride of a stage's ids
   const size_t table_;
   std::vector<Info> info_;
@@ -112,7 +114,8 @@ Action Messages::RecvAction(int32_t m) const {
 
 absl::Status Messages::IndexRecv(int rank, size_t index, const Action& a) {
   const bool forward = a.kind == ActionKind::kRecvF;
-  if (forward ? s_.IsFirstStage(a.stage) : s_.IsLastStage(a.stage)) {
+  const StageLinks& link = links_[a.stage];
+  if ((forward ? link.prev_rank : link.next_rank) == kNoRank) {
     return absl::FailedPreconditionError(absl::StrCat(
         Where(rank, index, a), ": nothing sends to this stage in that direction"));
   }
@@ -130,14 +133,11 @@ absl::Status Messages::IndexSend(int rank, size_t index, const Action& a) {
     return absl::FailedPreconditionError(absl::StrCat(Where(rank, index, a), ": ", what));
   };
   const bool forward = a.kind == ActionKind::kSendF;
-  if (forward ? s_.IsLastStage(a.stage) : s_.IsFirstStage(a.stage)) {
-    return fail("the stage has no neighbour in that direction");
-  }
-  const int to_stage = forward ? a.stage + 1 : a.stage - 1;
+  const int to = forward ? links_[a.stage].next_rank : links_[a.stage].prev_rank;
+  if (to == kNoRank) return fail("the stage has no neighbour in that direction");
   const int32_t m = OfSend(a);
   Info& info = info_[m];
   if (info.sender != kNone) return fail("a second send of the same message");
-  const int to = s_.RankOf(to_stage);
   if (to == rank) return fail("a send between two stages of one rank");
   info.sender = rank;
   int32_t& p = pair_index_[static_cast<size_t>(rank) * s_.pp + to];
@@ -315,11 +315,14 @@ class Replay {
     const int from_rank = msg_.sender(m);
     RankState& from = ranks_[from_rank];
     RankState& to = ranks_[msg_.receiver(m)];
-    from.out.push_back(CopyOf(Next(from)));
+    const Action& send = Next(from);
+    to.out.push_back(send.kind == ActionKind::kSendF
+                         ? SimpleAction(ActionKind::kRecvF, send.stage + 1, send.microbatch)
+                         : SimpleAction(ActionKind::kRecvB, send.stage - 1, send.microbatch));
+    from.out.push_back(CopyOf(send));
     ++from.pos;
     ++from.ran;
     SkipRecvs(from);
-    to.out.push_back(msg_.RecvAction(m));
     to.pending.pop_front();
     Enqueue(from_rank);
     Enqueue(msg_.receiver(m));
