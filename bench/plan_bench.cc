@@ -1,0 +1,119 @@
+// Plan + arena: buffer lifetimes, peak, lower bound and the static
+// arena for every rank (pp128 v4 m1024 under 1 s), and how close the arena
+// comes to the peak on every built-in schedule.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "bench/bench_support.h"
+#include "benchmark/benchmark.h"
+#include "memory/memory_plan.h"
+#include "scheduler/generators/generate.h"
+#include "scheduler/passes/lower.h"
+
+namespace jitpipe::bench {
+namespace {
+
+constexpr double kPlanTargetMs = 1000;
+
+// Worst and overall arena / peak of a plan (1 when nothing is allocated).
+struct ArenaRatios {
+  double worst = 1;
+  double overall = 1;
+};
+
+ArenaRatios RatiosOf(const std::vector<RankMemoryPlan>& plans) {
+  ArenaRatios ratios;
+  int64_t arena = 0, peak = 0;
+  for (const RankMemoryPlan& plan : plans) {
+    arena += plan.arena.arena_bytes;
+    peak += plan.peak.bytes;
+    if (plan.peak.bytes > 0) {
+      ratios.worst = std::max(
+          ratios.worst, static_cast<double>(plan.arena.arena_bytes) / plan.peak.bytes);
+    }
+  }
+  if (peak > 0) ratios.overall = static_cast<double>(arena) / peak;
+  return ratios;
+}
+
+void BM_PlanMemory(benchmark::State& state, Size size, MemoryPolicy policy, bool arena,
+                   double target_ms) {
+  const Schedule& lowered = Lowered(size);
+  const Model model = ExampleModel();
+  for (auto _ : state) {
+    absl::StatusOr<std::vector<RankMemoryPlan>> planned =
+        PlanMemory(lowered, model, {.policy = policy, .arena = arena});
+    if (!CheckOk(state, planned.status())) break;
+    benchmark::DoNotOptimize(planned->data());
+  }
+  Report(state, size.Label(), size.Items(), static_cast<int64_t>(lowered.TotalActions()),
+         target_ms);
+}
+
+BENCHMARK_CAPTURE(BM_PlanMemory, jit_arena_large, kLarge, MemoryPolicy::kJit, true,
+                  kPlanTargetMs)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanMemory, jit_arena_medium, kMedium, MemoryPolicy::kJit, true, 0)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanMemory, jit_no_arena_large, kLarge, MemoryPolicy::kJit, false, 0)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanMemory, eager_arena_large, kLarge, MemoryPolicy::kEager, true, 0)
+    ->Unit(benchmark::kMillisecond);
+
+// The arena / peak ratio (counters "arena_over_peak", worst rank, and
+// "arena_over_peak_all", summed over ranks) of a schedule lowered with
+// Lower()'s defaults and planned under jit, with the example model (even
+// stages) and the skewed one: of every built-in schedule at pp 8, m 32 (its
+// default stages per rank), and of the large size.
+constexpr int kRatioPp = 8;
+constexpr int kRatioMicrobatches = 32;
+
+void BM_ArenaRatio(benchmark::State& state, std::string schedule, int pp, int microbatches,
+                   int stages_per_rank, bool skewed) {
+  absl::StatusOr<Schedule> generated = Generate({.schedule = schedule,
+                                                 .pp = pp,
+                                                 .microbatches = microbatches,
+                                                 .stages_per_rank = stages_per_rank});
+  if (!CheckOk(state, generated.status())) return;
+  absl::StatusOr<Schedule> lowered = Lower(*generated);
+  if (!CheckOk(state, lowered.status())) return;
+  const Model model = skewed ? SkewedModel(lowered->num_stages()) : ExampleModel();
+  std::vector<RankMemoryPlan> plans;
+  for (auto _ : state) {
+    absl::StatusOr<std::vector<RankMemoryPlan>> planned = PlanMemory(*lowered, model, {});
+    if (!CheckOk(state, planned.status())) break;
+    plans = *std::move(planned);
+  }
+  const Size size = {generated->name.c_str(), generated->pp, generated->stages_per_rank,
+                     generated->microbatches};
+  Report(state, absl::StrCat(size.Label(), skewed ? ", skewed model" : ", example model"),
+         size.Items(), static_cast<int64_t>(lowered->TotalActions()));
+  if (plans.empty()) return;
+  const ArenaRatios ratios = RatiosOf(plans);
+  state.counters["arena_over_peak"] = benchmark::Counter(ratios.worst);
+  state.counters["arena_over_peak_all"] = benchmark::Counter(ratios.overall);
+}
+
+// One benchmark per built-in schedule and model, named after them, then the
+// large size.
+const bool kArenaRatiosRegistered = [] {
+  for (bool skewed : {false, true}) {
+    const char* model = skewed ? "skewed" : "example";
+    for (const GeneratorInfo& info : AllGenerators()) {
+      benchmark::RegisterBenchmark(absl::StrCat("BM_ArenaRatio/", info.name, "/", model).c_str(),
+                                   BM_ArenaRatio, info.name, kRatioPp, kRatioMicrobatches, 0,
+                                   skewed)
+          ->Unit(benchmark::kMillisecond);
+    }
+    benchmark::RegisterBenchmark(absl::StrCat("BM_ArenaRatio/large/", model).c_str(),
+                                 BM_ArenaRatio, kLarge.schedule, kLarge.pp, kLarge.microbatches,
+                                 kLarge.stages_per_rank, skewed)
+        ->Unit(benchmark::kMillisecond);
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace jitpipe::bench
