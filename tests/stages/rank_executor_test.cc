@@ -13,13 +13,18 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
+#include "comm/flight_recorder.h"
 #include "comm/inproc/inproc_transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memory/memory_plan.h"
 #include "scheduler/generators/generate.h"
+#include "stages/mlp_reference.h"
+#include "stages/mlp_stage.h"
 #include "stages/replay_plan.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/testdata.h"
 
 namespace jitpipe {
 namespace {
@@ -342,6 +347,60 @@ TEST(RankExecutorTest, CreateRefusesMissingStagesAndMismatchedSizes) {
                            &buffers, nullptr, replica1);
   EXPECT_EQ(Message(e), "the transport is rank 0 of 2 but pipeline rank 0 of replica 1 is world "
                         "rank 2 of pp 2 x dp 2");
+}
+
+// The README's executor: one rank of a schedule on the caller's thread, its
+// stages the caller's, its buffers the plan's arena, every transport op in a
+// flight recorder. (Here two ranks on two threads, mlp stages.)
+absl::Status RunMyRank(const ReplayPlan& plan, int rank, Transport& transport,
+                       StageFactory& my_stages, int steps, const std::string& flight_dir) {
+  const Schedule& s = plan.schedule;
+  std::vector<std::unique_ptr<Stage>> owned;
+  std::vector<Stage*> stages(s.num_stages(), nullptr);
+  for (int stage = 0; stage < s.num_stages(); ++stage) {
+    if (s.RankOf(stage) != rank) continue;
+    ASSIGN_OR_RETURN(std::unique_ptr<Stage> made, my_stages.Make(stage, /*replica=*/0));
+    stages[stage] = made.get();
+    owned.push_back(std::move(made));
+  }
+  const RankMemoryPlan& memory = plan.plans[rank];
+  ArenaBuffers buffers(plan.executable.ranks[rank].buffer_bytes, memory.arena.offsets,
+                       memory.arena.arena_bytes, memory.options.alignment);
+  FlightRecorder recorder(transport.rank(), transport.size());
+  RecordingTransport recorded(&transport, &recorder);
+  RankExecutorOptions options;
+  options.timeout = absl::Seconds(30);
+  ASSIGN_OR_RETURN(std::unique_ptr<RankExecutor> executor,
+                   RankExecutor::Create(s, plan.executable, rank, &recorded, stages, &buffers,
+                                        &recorder, options));
+  for (int step = 0; step < steps; ++step) {
+    absl::StatusOr<StepResult> result = executor->RunStep();
+    if (!result.ok()) {
+      (void)recorder.Dump(flight_dir, result.status().message());  // for jitpipe fr-analyze
+      recorded.Abort(std::string(result.status().message()));
+      return result.status();
+    }
+  }
+  return absl::OkStatus();
+}
+
+TEST(RankExecutorTest, ReadmeExample) {
+  ASSERT_OK_AND_ASSIGN(Schedule generated, Generate({"interleaved-1f1b", 2, 4, 0}));
+  ASSERT_OK_AND_ASSIGN(Schedule lowered, LowerForReplay(generated));
+  MlpStageFactory factory(MlpOptions{MlpShape{8, 2, 1}, 3}, MlpLayout::Of(lowered, 1));
+  ASSERT_OK_AND_ASSIGN(Model model, ModelWithStageSizes(Model(), lowered.num_stages(), factory));
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, PlanReplay(lowered, model, MemoryPolicy::kJit));
+  std::unique_ptr<InProcessWorld> world = CreateInProcessWorld(2);
+  const std::string dir = ::jitpipe::testing::MakeTempDir("readme");
+  absl::Status status1;
+  std::thread rank1([&] { status1 = RunMyRank(plan, 1, world->transport(1), factory, 2, dir); });
+  EXPECT_OK(RunMyRank(plan, 0, world->transport(0), factory, 2, dir));
+  rank1.join();
+  EXPECT_OK(status1);
+  ASSERT_OK_AND_ASSIGN(MlpComparison c,
+                       CompareWithReference(RunMlpReference(factory.options(), factory.layout()),
+                                            0, factory, ReduceKind::kAllReduce));
+  EXPECT_LE(c.worst_grad_error, 1e-5) << c.ToString();
 }
 
 }  // namespace

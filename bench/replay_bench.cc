@@ -1,0 +1,149 @@
+// The runtime on the in-process backend (stages/inproc_runtime.h):
+//   BM_InterpreterOverhead  empty stages and zero-byte buffers, so a step is
+//                           pure interpretation: per-action cost of the rank
+//                           executor, the transport and the flight recorder
+//                           (target 2 us per action);
+//   BM_CostVsSimulate       `cost` stages spending the model's times: the
+//                           measured step against the simulator's makespan
+//                           (target: within 5% on 2 ranks; more ranks than
+//                           cores oversubscribe the machine).
+// Each iteration runs kSteps steps on fresh threads; the manual time is the
+// sum of the step times (thread start-up excluded).
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "bench/bench_support.h"
+#include "benchmark/benchmark.h"
+#include "stages/cost_stage.h"
+#include "stages/inproc_runtime.h"
+#include "stages/replay_plan.h"
+#include "stages/simulator.h"
+
+namespace jitpipe::bench {
+namespace {
+
+constexpr int kSteps = 20;
+
+class NoopStage final : public Stage {
+ public:
+  StageSizes Sizes() const override { return {}; }
+  absl::Status LoadInput(int, MutableBytes) override { return absl::OkStatus(); }
+  absl::Status Forward(int, ConstBytes, MutableBytes, MutableBytes) override {
+    return absl::OkStatus();
+  }
+  absl::Status BackwardInput(int, ConstBytes, MutableBytes, MutableBytes) override {
+    return absl::OkStatus();
+  }
+  absl::Status BackwardWeight(int, ConstBytes, ConstBytes, ConstBytes, MutableBytes) override {
+    return absl::OkStatus();
+  }
+};
+
+class NoopFactory final : public StageFactory {
+ public:
+  absl::StatusOr<std::unique_ptr<Stage>> Make(int, int) override {
+    return std::unique_ptr<Stage>(new NoopStage);
+  }
+};
+
+absl::StatusOr<ReplayPlan> PlanFor(const Size& size, const Model& model) {
+  absl::StatusOr<Schedule> lowered = LowerForReplay(ComputeOnly(size));
+  if (!lowered.ok()) return lowered.status();
+  return PlanReplay(*std::move(lowered), model, MemoryPolicy::kJit);
+}
+
+size_t MostActionsOnARank(const Schedule& s) {
+  size_t most = 0;
+  for (const RankProgram& program : s.ranks) most = std::max(most, program.size());
+  return most;
+}
+
+void BM_InterpreterOverhead(benchmark::State& state, Size size, BufferMode buffers) {
+  absl::StatusOr<ReplayPlan> plan = PlanFor(size, Model());
+  if (!CheckOk(state, plan.status())) return;
+  NoopFactory factory;
+  InProcessOptions options;
+  options.steps = kSteps;
+  options.buffers = buffers;
+  double total_us = 0;
+  for (auto _ : state) {
+    absl::StatusOr<ReplayResult> r =
+        RunInProcess(plan->schedule, plan->executable, plan->plans, factory, options);
+    if (!CheckOk(state, r.status())) break;
+    double us = 0;
+    for (double step : r->step_us) us += step;
+    state.SetIterationTime(us / 1e6);
+    total_us += us;
+  }
+  const double actions = static_cast<double>(MostActionsOnARank(plan->schedule));
+  state.counters["us_per_action"] =
+      total_us / (static_cast<double>(state.iterations()) * kSteps * actions);
+  Report(state, absl::StrCat(size.Label(), buffers == BufferMode::kArena ? " arena" : " tracked"),
+         size.Items() * kSteps, static_cast<int64_t>(plan->schedule.TotalActions()) * kSteps);
+}
+
+// A model whose F, I and W each take `unit_us`, with 1 MiB activations.
+Model TimedModel(double unit_us) {
+  Model model;
+  model.defaults.forward_us = unit_us;
+  model.defaults.backward_input_us = unit_us;
+  model.defaults.backward_weight_us = unit_us;
+  model.defaults.input_bytes = int64_t{1} << 20;
+  model.defaults.output_bytes = int64_t{1} << 20;
+  model.defaults.stash_bytes = int64_t{1} << 20;
+  model.defaults.param_bytes = int64_t{1} << 20;
+  return model;
+}
+
+void BM_CostVsSimulate(benchmark::State& state, Size size, double unit_us) {
+  const Model model = TimedModel(unit_us);
+  absl::StatusOr<ReplayPlan> plan = PlanFor(size, model);
+  if (!CheckOk(state, plan.status())) return;
+  absl::StatusOr<SimulationResult> sim = Simulate(plan->schedule, plan->executable, model);
+  if (!CheckOk(state, sim.status())) return;
+  CostStageFactory factory(plan->schedule, model);
+  InProcessOptions options;
+  options.steps = kSteps;
+  std::vector<double> medians;
+  for (auto _ : state) {
+    absl::StatusOr<ReplayResult> r =
+        RunInProcess(plan->schedule, plan->executable, plan->plans, factory, options);
+    if (!CheckOk(state, r.status())) break;
+    double us = 0;
+    for (double step : r->step_us) us += step;
+    state.SetIterationTime(us / 1e6);
+    medians.push_back(r->median_step_us());
+  }
+  std::sort(medians.begin(), medians.end());
+  const double measured = medians.empty() ? 0 : medians[medians.size() / 2];
+  state.counters["measured_us"] = measured;
+  state.counters["simulated_us"] = sim->makespan_us;
+  state.counters["measured_over_simulated"] = measured / sim->makespan_us;
+  Report(state, size.Label(), size.Items() * kSteps,
+         static_cast<int64_t>(plan->schedule.TotalActions()) * kSteps);
+}
+
+constexpr Size kInterleaved2 = {"interleaved-1f1b", 2, 2, 64};
+constexpr Size kOneFOneB2 = {"1f1b", 2, 1, 8};
+constexpr Size kInterleavedCost2 = {"interleaved-1f1b", 2, 2, 8};
+constexpr Size kOneFOneB4 = {"1f1b", 4, 1, 8};
+constexpr Size kOneFOneB8 = {"1f1b", 8, 1, 16};
+
+BENCHMARK_CAPTURE(BM_InterpreterOverhead, tracked, kInterleaved2, BufferMode::kTracked)
+    ->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_InterpreterOverhead, arena, kInterleaved2, BufferMode::kArena)
+    ->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_CostVsSimulate, 1f1b_pp2, kOneFOneB2, 1000.0)
+    ->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_CostVsSimulate, interleaved_pp2, kInterleavedCost2, 1000.0)
+    ->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_CostVsSimulate, 1f1b_pp4, kOneFOneB4, 1000.0)
+    ->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_CostVsSimulate, 1f1b_pp8, kOneFOneB8, 1000.0)
+    ->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace jitpipe::bench
