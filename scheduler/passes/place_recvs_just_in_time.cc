@@ -358,6 +358,8 @@ class Replay {
     return st.done ? absl::OkStatus() : BreakCycleThrough(r);
   }
 
+  // Each turn of the loop does one thing: match the pending RECV in front,
+  // finish, match a SEND, post the RECVs a compute needs, or run it.
   void RunUntilBlocked(int r, RankState& st) {
     while (true) {
       if (!st.pending.empty()) {
