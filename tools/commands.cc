@@ -13,6 +13,8 @@ const std::vector<Command>& AllCommands() {
       ReplayCommand(),
       FrAnalyzeCommand(),
       SimulateCommand(),
+      CompareCommand(),
+      RenderCommand(),
   };
   return *commands;
 }

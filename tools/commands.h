@@ -15,6 +15,8 @@ Command PlanCommand();
 Command ReplayCommand();
 Command FrAnalyzeCommand();
 Command SimulateCommand();
+Command CompareCommand();
+Command RenderCommand();
 
 }  // namespace jitpipe::cli
 

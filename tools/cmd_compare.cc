@@ -1,0 +1,228 @@
+// jitpipe compare --pp P --microbatches M --model MODEL [--stages-per-rank V]
+// [--overlap] [--json]: every built-in schedule valid for (P, M, V), side by
+// side under one cost model.
+//
+// Each schedule of AllGenerators() is generated (V: --stages-per-rank, else
+// the schedule's default), lowered with REDUCE_GRAD (and the overlap pass
+// with --overlap) and simulated (stages/predict.h); its memory is planned
+// under jit (peak and arena) and eager (peak), the worst rank of each. The
+// table is sorted by makespan (ties by name) and the best is marked "*";
+// schedules that refuse the parameters are listed after it with the
+// generator's reason. --json prints the same as one object. Exit 1 when no
+// schedule accepts the parameters.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "memory/memory_plan.h"
+#include "nlohmann/json.hpp"
+#include "scheduler/generators/generate.h"
+#include "scheduler/ir/model.h"
+#include "stages/predict.h"
+#include "tools/commands.h"
+#include "tools/common_flags.h"
+
+// Defined in cmd_generate.cc.
+ABSL_DECLARE_FLAG(int, pp);
+ABSL_DECLARE_FLAG(int, microbatches);
+ABSL_DECLARE_FLAG(int, stages_per_rank);
+
+namespace jitpipe::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+struct Row {
+  std::string schedule;
+  int stages_per_rank = 0;
+  SimulationResult sim;
+  int64_t sim_peak = 0;  // at simulated time, jit
+  int64_t jit_peak = 0;  // the jit plan's, program order
+  int64_t eager_peak = 0;
+  int64_t arena = 0;
+};
+
+struct Skipped {
+  std::string schedule;
+  std::string reason;
+};
+
+// "name: reason", without repeating a name the reason starts with.
+std::string Reason(const Skipped& s) {
+  if (absl::StartsWith(s.reason, absl::StrCat(s.schedule, ": "))) return s.reason;
+  return absl::StrCat(s.schedule, ": ", s.reason);
+}
+
+std::string Bytes(int64_t bytes) {
+  constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  double value = static_cast<double>(bytes) / 1024;
+  int unit = 0;
+  while (value >= 1024 && unit < 3) {
+    value /= 1024;
+    ++unit;
+  }
+  return absl::StrFormat("%.2f %s", value, kUnits[unit]);
+}
+
+// The worst rank's jit peak and arena, and eager peak, of `lowered`.
+absl::Status PlanWorstRanks(const Schedule& lowered, const Model& model, Row& row) {
+  for (int r = 0; r < lowered.pp; ++r) {
+    ASSIGN_OR_RETURN(RankMemoryPlan jit,
+                     PlanRankMemory(lowered, model, r, {.policy = MemoryPolicy::kJit}));
+    ASSIGN_OR_RETURN(RankMemoryPlan eager, PlanRankMemory(lowered, model, r,
+                                                          {.policy = MemoryPolicy::kEager,
+                                                           .arena = false}));
+    row.jit_peak = std::max(row.jit_peak, jit.peak.bytes);
+    row.arena = std::max(row.arena, jit.arena.arena_bytes);
+    row.eager_peak = std::max(row.eager_peak, eager.peak.bytes);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Row> Evaluate(const GeneratorInfo& g, int pp, int mbs, int v, const Model& model,
+                             bool overlap) {
+  ASSIGN_OR_RETURN(Schedule s,
+                   Generate({.schedule = g.name, .pp = pp, .microbatches = mbs,
+                             .stages_per_rank = v}));
+  ASSIGN_OR_RETURN(Prediction p, Predict(s, model, {.overlap = overlap}));
+  Row row{.schedule = g.name, .stages_per_rank = s.stages_per_rank, .sim = p.simulation};
+  for (const RankSimulation& rank : p.simulation.ranks) {
+    row.sim_peak = std::max(row.sim_peak, rank.peak_bytes);
+  }
+  RETURN_IF_ERROR(PlanWorstRanks(p.lowered, model, row));
+  return row;
+}
+
+void PrintTable(const std::vector<Row>& rows, const std::vector<Skipped>& skipped, int pp,
+                int mbs) {
+  std::printf("pp %d, %d microbatches; sorted by makespan, * = best; memory: the worst rank\n",
+              pp, mbs);
+  std::printf("  %-18s %2s %12s %8s %12s %12s %12s %12s %12s\n", "schedule", "v", "makespan us",
+              "bubble", "span bubble", "exposed red", "jit peak", "eager peak", "arena");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    std::printf("%c %-18s %2d %12.6g %7.2f%% %11.2f%% %9.4g us %12s %12s %12s\n",
+                i == 0 ? '*' : ' ', r.schedule.c_str(), r.stages_per_rank, r.sim.makespan_us,
+                100 * r.sim.bubble_fraction, 100 * r.sim.span_bubble_fraction,
+                r.sim.exposed_reduce_us, Bytes(r.jit_peak).c_str(), Bytes(r.eager_peak).c_str(),
+                Bytes(r.arena).c_str());
+  }
+  const bool mixed = std::any_of(rows.begin(), rows.end(), [&](const Row& r) {
+    return r.stages_per_rank != rows.front().stages_per_rank;
+  });
+  if (mixed) {
+    std::printf("note: the model's costs are per stage, and a schedule with v stages per rank "
+                "runs v stages' work per rank; pass --stages-per-rank to compare like with "
+                "like\n");
+  }
+  if (skipped.empty()) return;
+  std::printf("not valid for these parameters:\n");
+  for (const Skipped& s : skipped) std::printf("  %s\n", Reason(s).c_str());
+}
+
+void PrintJson(const std::vector<Row>& rows, const std::vector<Skipped>& skipped, int pp,
+               int mbs, int v, bool overlap) {
+  Json out;
+  out["pp"] = pp;
+  out["microbatches"] = mbs;
+  out["stages_per_rank"] = v > 0 ? Json(v) : Json(nullptr);
+  out["overlap"] = overlap;
+  Json list = Json::array();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    list.push_back({{"schedule", r.schedule},
+                    {"stages_per_rank", r.stages_per_rank},
+                    {"best", i == 0},
+                    {"makespan_us", r.sim.makespan_us},
+                    {"bubble_fraction", r.sim.bubble_fraction},
+                    {"span_bubble_fraction", r.sim.span_bubble_fraction},
+                    {"exposed_reduce_us", r.sim.exposed_reduce_us},
+                    {"reduce_us", r.sim.max_rank_reduce_us},
+                    {"jit_peak_bytes", r.jit_peak},
+                    {"eager_peak_bytes", r.eager_peak},
+                    {"arena_bytes", r.arena},
+                    {"simulated_peak_bytes", r.sim_peak}});
+  }
+  out["schedules"] = std::move(list);
+  Json skip = Json::array();
+  for (const Skipped& s : skipped) skip.push_back({{"schedule", s.schedule}, {"reason", s.reason}});
+  out["skipped"] = std::move(skip);
+  std::printf("%s\n", out.dump(1).c_str());
+}
+
+int RunCompare(const Command& command, const Invocation& invocation) {
+  for (absl::string_view flag : {"pp", "microbatches", "model"}) {
+    if (!invocation.IsSet(flag)) {
+      return UsageError(command, absl::StrCat("missing --", flag, "; usage: jitpipe ",
+                                              command.synopsis));
+    }
+  }
+  const int pp = absl::GetFlag(FLAGS_pp);
+  const int mbs = absl::GetFlag(FLAGS_microbatches);
+  const int v = absl::GetFlag(FLAGS_stages_per_rank);
+  if (pp < 1 || mbs < 1 || v < 0) {
+    return UsageError(command, "--pp and --microbatches must be >= 1, --stages-per-rank >= 0");
+  }
+  absl::StatusOr<Model> model = LoadModel(absl::GetFlag(FLAGS_model));
+  if (!model.ok()) return Fail(command, model.status());
+  const bool overlap = absl::GetFlag(FLAGS_overlap);
+  std::vector<Row> rows;
+  std::vector<Skipped> skipped;
+  for (const GeneratorInfo& g : AllGenerators()) {
+    absl::StatusOr<Row> row = Evaluate(g, pp, mbs, v, *model, overlap);
+    if (row.ok()) {
+      rows.push_back(*std::move(row));
+    } else {
+      skipped.push_back({g.name, std::string(row.status().message())});
+    }
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    return std::tie(a.sim.makespan_us, a.schedule) < std::tie(b.sim.makespan_us, b.schedule);
+  });
+  if (rows.empty()) {
+    const int code = Fail(command, absl::InvalidArgumentError(absl::StrCat(
+                                       "no schedule accepts pp ", pp, ", ", mbs, " microbatches",
+                                       v > 0 ? absl::StrCat(", ", v, " stages per rank") : "")));
+    for (const Skipped& s : skipped) std::fprintf(stderr, "  %s\n", Reason(s).c_str());
+    return code;
+  }
+  if (absl::GetFlag(FLAGS_json)) {
+    PrintJson(rows, skipped, pp, mbs, v, overlap);
+  } else {
+    PrintTable(rows, skipped, pp, mbs);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command CompareCommand() {
+  return Command{
+      .name = "compare",
+      .synopsis = "compare --pp P --microbatches M --model MODEL [--stages-per-rank V] "
+                  "[--overlap] [--json]",
+      .summary =
+          "Compare every built-in schedule valid for these parameters under one cost model: "
+          "each is generated (--stages-per-rank, else its default), lowered with gradient "
+          "reduction (--overlap: and the overlap pass) and simulated. One table sorted by "
+          "makespan, the best marked *: makespan, bubble (1 - busy/makespan, worst rank), span "
+          "bubble (the zero-bubble papers' measure), exposed reduction, the worst rank's jit "
+          "and eager peak memory and jit arena. Schedules that refuse the parameters are "
+          "listed with the reason.",
+      .flags = {"pp", "microbatches", "stages_per_rank", "model", "overlap", "json"},
+      .min_positional = 0,
+      .max_positional = 0,
+      .run = RunCompare,
+  };
+}
+
+}  // namespace jitpipe::cli
