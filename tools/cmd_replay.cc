@@ -38,6 +38,10 @@
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "traces/chrome_trace_writer.h"
+#if JITPIPE_HAVE_MPI
+#include "comm/mpi/mpi_transport.h"
+#include "stages/mpi_runtime.h"
+#endif
 
 ABSL_DECLARE_FLAG(std::string, policy);  // cmd_plan.cc: jit | eager
 
@@ -60,7 +64,14 @@ namespace {
 
 constexpr double kMlpTolerance = 1e-5;
 
+#if JITPIPE_HAVE_MPI
+constexpr bool kHaveMpi = true;
+#else
+constexpr bool kHaveMpi = false;
+#endif
+
 struct ReplayFlags {
+  std::string backend;  // inproc | mpi
   std::string stage;
   int steps = 1;
   int dp = 1;
@@ -73,11 +84,12 @@ absl::StatusOr<ReplayFlags> FlagsFromCommandLine(const Invocation& invocation,
                                                  const std::optional<Model>& model) {
   ReplayFlags f;
   const std::string backend = absl::GetFlag(FLAGS_backend);
-  if (backend == "mpi" || backend == "nccl") {
+  if ((backend == "mpi" && !kHaveMpi) || backend == "nccl") {
     return absl::InvalidArgumentError(
         absl::StrCat("backend ", backend, " is not available in this build"));
   }
-  if (backend != "inproc") {
+  f.backend = backend;
+  if (backend != "inproc" && backend != "mpi") {
     return absl::InvalidArgumentError(
         absl::StrCat("--backend must be inproc, mpi or nccl, not \"", backend, "\""));
   }
@@ -157,9 +169,9 @@ void PrintText(const std::string& path, const ReplayFlags& f, const ReplayPlan& 
                const ReplayResult& r, const std::optional<MlpComparison>& check) {
   const Schedule& s = plan.schedule;
   std::printf("%s: replayed %d step%s of pp %d x dp %d (%d stages, %d microbatches, %zu actions) "
-              "with %s stages, inproc backend, %s memory\n",
+              "with %s stages, %s backend, %s memory\n",
               path.c_str(), f.steps, f.steps == 1 ? "" : "s", s.pp, f.dp, s.num_stages(),
-              s.microbatches, s.TotalActions(), f.stage.c_str(),
+              s.microbatches, s.TotalActions(), f.stage.c_str(), f.backend.c_str(),
               std::string(MemoryPolicyName(f.policy)).c_str());
   std::vector<std::string> losses;
   for (double l : r.step_loss) losses.push_back(absl::StrFormat("%.9g", l));
@@ -180,8 +192,10 @@ void PrintText(const std::string& path, const ReplayFlags& f, const ReplayPlan& 
                 Bytes(rank.measured_peak_bytes).c_str(), Bytes(rank.planned_peak_bytes).c_str(),
                 Bytes(rank.arena_bytes).c_str());
   }
-  std::printf("transport in flight: peak %s (sends staged until their receive was posted)\n",
-              Bytes(r.peak_in_flight_bytes).c_str());
+  if (f.backend == "inproc") {  // Open MPI buffers eager sends itself: unmeasured
+    std::printf("transport in flight: peak %s (sends staged until their receive was posted)\n",
+                Bytes(r.peak_in_flight_bytes).c_str());
+  }
 }
 
 // `format` is %.17g for values that must round-trip, %.3f for times.
@@ -194,7 +208,8 @@ std::string JsonNumbers(const std::vector<double>& values, const absl::FormatSpe
 void PrintJson(const ReplayFlags& f, const ReplayPlan& plan, const ReplayResult& r,
                const std::optional<MlpComparison>& check) {
   std::string out = absl::StrCat(
-      "{\"backend\": \"inproc\", \"stage\": ", JsonQuote(f.stage), ", \"policy\": \"",
+      "{\"backend\": ", JsonQuote(f.backend), ", \"stage\": ", JsonQuote(f.stage),
+      ", \"policy\": \"",
       MemoryPolicyName(f.policy), "\", \"pp\": ", plan.schedule.pp, ", \"dp\": ", f.dp,
       ", \"steps\": ", f.steps, ",\n \"loss\": ", absl::StrFormat("%.17g", r.step_loss.back()),
       ", \"step_loss\": ", JsonNumbers(r.step_loss, "%.17g"),
@@ -229,7 +244,7 @@ absl::Status WriteTrace(const std::string& path, const std::string& source, cons
   ASSIGN_OR_RETURN(ChromeTraceWriter writer, ChromeTraceWriter::ToFile(path));
   writer.SetMetadata("source", source);
   writer.SetMetadata("kind", "measured");
-  writer.SetMetadata("backend", "inproc");
+  writer.SetMetadata("backend", f.backend);
   writer.SetMetadata("stage", f.stage);
   writer.SetMetadata("policy", std::string(MemoryPolicyName(f.policy)));
   writer.SetMetadata("steps", f.steps);
@@ -291,8 +306,26 @@ int RunReplay(const Command& command, const Invocation& invocation) {
 
   ProgressBar bar(f.steps);
   f.run.on_step = [&bar](int done) { bar.Update(done); };
-  absl::StatusOr<ReplayResult> result =
-      RunInProcess(plan->schedule, plan->executable, plan->plans, *factory, f.run);
+  absl::StatusOr<ReplayResult> result;
+#if JITPIPE_HAVE_MPI
+  // --backend mpi: this process is one world rank of `mpirun -np pp*dp`
+  // (stages/mpi_runtime.h); world rank 0 reports, the others only fail.
+  std::unique_ptr<MpiContext> mpi;
+  if (f.backend == "mpi") {
+    absl::StatusOr<std::unique_ptr<MpiContext>> started = InitMpi(nullptr, nullptr, {.dp = f.dp});
+    if (!started.ok()) return Fail(command, started.status());
+    mpi = *std::move(started);
+    result = RunMpiReplay(plan->schedule, plan->executable, plan->plans, *factory, *mpi, f.run);
+    if (result.ok() && mlp != nullptr) {
+      absl::Status gathered = GatherMlpGradients(plan->schedule, *mlp, *mpi, f.run.timeout);
+      if (!gathered.ok()) result = gathered;
+    }
+    if (result.ok() && mpi->rank() != 0) return kExitOk;
+  }
+#endif
+  if (f.backend == "inproc") {
+    result = RunInProcess(plan->schedule, plan->executable, plan->plans, *factory, f.run);
+  }
   f.run.on_step = nullptr;
   if (!result.ok()) return Fail(command, in_file(result.status()));
   absl::StatusOr<std::optional<MlpComparison>> check = CheckMlp(*result, mlp, plan->model);
@@ -318,7 +351,7 @@ int RunReplay(const Command& command, const Invocation& invocation) {
 Command ReplayCommand() {
   return Command{
       .name = "replay",
-      .synopsis = "replay FILE --backend inproc --stage mlp|cost [--model MODEL] [--steps N] "
+      .synopsis = "replay FILE --backend inproc|mpi --stage mlp|cost [--model MODEL] [--steps N] "
                   "[--dp N] [--policy jit|eager] [--trace OUT] [--timeout SECONDS] "
                   "[--flight-dir DIR] [--json]",
       .summary =
@@ -331,7 +364,11 @@ Command ReplayCommand() {
           "optional, its dp settings apply) and checks the loss and every gradient against an "
           "unpipelined reference trainer (exit 1 beyond 1e-5 relative); --stage cost spends "
           "the model's times and moves its byte sizes. On a timeout every rank dumps its "
-          "flight record (--flight-dir) and the error names the operation that never matched.",
+          "flight record (--flight-dir) and the error names the operation that never matched. "
+          "--backend mpi (when built with MPI): run as `mpirun -np <pp x dp> jitpipe replay "
+          "FILE --backend mpi ...`, one process per rank; every process reads FILE and MODEL, "
+          "world rank 0 prints the report and writes --trace (every rank's timeline), and on a "
+          "failure every process writes its flight record and rank 0 collects them all.",
       .flags = {"backend", "stage", "model", "steps", "dp", "policy", "buffers", "trace",
                 "timeout", "flight_dir", "json", "legacy_names"},
       .min_positional = 1,

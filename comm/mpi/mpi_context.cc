@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstdint>
@@ -10,7 +11,9 @@
 #include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "comm/mpi/mpi_error.h"
 #include "comm/mpi/mpi_transport.h"
 #include "comm/mpi/mpi_world.h"
@@ -21,6 +24,8 @@ namespace {
 constexpr absl::string_view kSigtermMessage =
     "terminated by the launcher (SIGTERM), as mpirun does once another process of the job "
     "has died or exited with an error";
+
+constexpr absl::Duration kGraceAfterSigterm = absl::Milliseconds(500);
 
 // SIGTERM, blocked in this thread and every thread started after it, so
 // that only the watcher's sigwait takes it.
@@ -43,8 +48,7 @@ class SigtermBlock {
 
 class Context final : public MpiContext {
  public:
-  Context(std::unique_ptr<MpiWorld> world, std::string host,
-          std::unique_ptr<SigtermBlock> sigterm)
+  Context(std::unique_ptr<MpiWorld> world, std::string host, std::unique_ptr<SigtermBlock> sigterm)
       : world_(std::move(world)),
         transport_(NewMpiTransport(world_.get())),
         host_(std::move(host)),
@@ -61,6 +65,10 @@ class Context final : public MpiContext {
   int dp() const override { return world_->dp(); }
   const std::string& host() const override { return host_; }
   Transport& transport() override { return *transport_; }
+  void RetainUntilEnd(std::shared_ptr<const void> object) override {
+    absl::MutexLock lock(&retained_mu_);
+    retained_.push_back(std::move(object));
+  }
 
   absl::Status Barrier(absl::Duration timeout) override;
   absl::Status Broadcast(std::string* bytes, absl::Duration timeout) override;
@@ -72,18 +80,30 @@ class Context final : public MpiContext {
  private:
   void WatchSigterm();
   // Posts a job-level collective through `post` and waits for it.
-  absl::Status RunJobCollective(absl::string_view call, absl::string_view what,
-                                absl::Time deadline, absl::Duration timeout,
-                                absl::FunctionRef<int(MPI_Request*)> post);
+  absl::Status RunJobCollective(absl::string_view call, absl::string_view what, absl::Time deadline,
+                                absl::Duration timeout, absl::FunctionRef<int(MPI_Request*)> post);
   std::vector<std::optional<std::string>> CollectAtRoot(absl::string_view payload,
                                                         absl::Time deadline);
+  // The deadline of a failure exchange: `deadline`, or sooner once SIGTERM
+  // has arrived (it may arrive during the exchange).
+  absl::Time ExchangeDeadline(absl::Time deadline) const {
+    const int64_t sigterm_at = sigterm_at_ns_.load();
+    if (sigterm_at == INT64_MAX) return deadline;
+    return std::min(deadline, absl::FromUnixNanos(sigterm_at) + kGraceAfterSigterm);
+  }
 
+  // Destroyed last (members go in reverse order): after MPI_Finalize.
+  absl::Mutex retained_mu_;
+  std::vector<std::shared_ptr<const void>> retained_ ABSL_GUARDED_BY(retained_mu_);
   std::unique_ptr<MpiWorld> world_;
   std::unique_ptr<Transport> transport_;
   const std::string host_;
   std::unique_ptr<SigtermBlock> sigterm_;  // null: SIGTERM keeps its default
   std::thread watcher_;
   std::atomic<bool> stopping_{false};
+  // When SIGTERM arrived, in Unix nanoseconds (INT64_MAX until then):
+  // SIGKILL follows a second later (odls_base_sigkill_timeout).
+  std::atomic<int64_t> sigterm_at_ns_{INT64_MAX};
   // CollectAfterFailure: called, and this process's part completed.
   std::atomic<bool> collected_{false};
   std::atomic<bool> collected_all_{false};
@@ -92,6 +112,8 @@ class Context final : public MpiContext {
 void Context::WatchSigterm() {
   int signal = 0;
   while (sigwait(&sigterm_->set(), &signal) == 0 && !stopping_) {
+    int64_t never = INT64_MAX;
+    sigterm_at_ns_.compare_exchange_strong(never, absl::ToUnixNanos(absl::Now()));
     world_->AbortLocally(absl::StrCat("rank ", rank(), " was ", kSigtermMessage));
   }
 }
@@ -103,8 +125,9 @@ Context::~Context() {
     watcher_.join();
   }
   const bool clean = collected_ ? collected_all_.load() : !world_->aborted();
-  transport_.reset();
-  world_.reset();
+  world_->Shutdown();
+  // The transport, the world and what callers retained are destroyed after
+  // MPI has ended: until then MPI may still write into their buffers.
   if (clean) {
     MPI_Finalize();
   } else {
@@ -131,9 +154,8 @@ absl::Status Context::Broadcast(std::string* bytes, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   int64_t length = rank() == 0 ? static_cast<int64_t>(bytes->size()) : 0;
   RETURN_IF_ERROR(RunJobCollective(
-      "MPI_Ibcast", "the broadcast from rank 0", deadline, timeout, [&](MPI_Request* r) {
-        return MPI_Ibcast(&length, 1, MPI_INT64_T, 0, world_->job(), r);
-      }));
+      "MPI_Ibcast", "the broadcast from rank 0", deadline, timeout,
+      [&](MPI_Request* r) { return MPI_Ibcast(&length, 1, MPI_INT64_T, 0, world_->job(), r); }));
   if (length > INT_MAX) {
     return absl::InvalidArgumentError(
         absl::StrCat("a broadcast of ", length, " bytes exceeds MPI's count limit"));
@@ -151,11 +173,11 @@ absl::StatusOr<std::vector<std::string>> Context::Gather(absl::string_view bytes
   // All-gather the lengths so that every rank takes the same decision.
   int64_t length = static_cast<int64_t>(bytes.size());
   std::vector<int64_t> lengths(static_cast<size_t>(size()));
-  RETURN_IF_ERROR(RunJobCollective(
-      "MPI_Iallgather", "the gather to rank 0", deadline, timeout, [&](MPI_Request* r) {
-        return MPI_Iallgather(&length, 1, MPI_INT64_T, lengths.data(), 1, MPI_INT64_T,
-                              world_->job(), r);
-      }));
+  RETURN_IF_ERROR(RunJobCollective("MPI_Iallgather", "the gather to rank 0", deadline, timeout,
+                                   [&](MPI_Request* r) {
+                                     return MPI_Iallgather(&length, 1, MPI_INT64_T, lengths.data(),
+                                                           1, MPI_INT64_T, world_->job(), r);
+                                   }));
   const int64_t total = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
   if (total > INT_MAX) {
     return absl::InvalidArgumentError(
@@ -187,12 +209,21 @@ std::vector<std::optional<std::string>> Context::CollectAfterFailure(absl::strin
     return MPI_STATUS(MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, 0,
                                 MpiWorld::kPayloadTag, world_->control(), &request));
   });
+  bool taken = false;
   if (status.ok()) {
-    status = world_->Wait(&request, nullptr, deadline, grace, "rank 0 to take the payload",
-                          /*ignore_abort=*/true);
+    absl::StatusOr<bool> done = world_->PollUntil(
+        [&]() -> absl::StatusOr<bool> {
+          int flag = 0;
+          RETURN_IF_ERROR(world_->Locked(
+              [&] { return MPI_STATUS(MPI_Test(&request, &flag, MPI_STATUS_IGNORE)); }));
+          taken = flag != 0;
+          return taken || absl::Now() >= ExchangeDeadline(deadline);
+        },
+        deadline);
+    taken = taken && done.ok();
   }
   // A send rank 0 never took is abandoned; MPI_Abort follows at the end.
-  collected_all_ = status.ok();
+  collected_all_ = taken;
   return {};
 }
 
@@ -211,44 +242,44 @@ std::vector<std::optional<std::string>> Context::CollectAtRoot(absl::string_view
   std::vector<std::unique_ptr<Incoming>> incoming;
   // Under the MPI lock: take what has arrived, finish what has been taken.
   auto take = [&]() -> absl::Status {
-      for (int found = 1; found;) {
-        MPI_Message message;
-        MPI_Status status;
-        MPI_CALL(MPI_Improbe(MPI_ANY_SOURCE, MpiWorld::kPayloadTag, world_->control(), &found,
-                             &message, &status));
-        if (!found) break;
-        auto in = std::make_unique<Incoming>();
-        int count = 0;
-        MPI_Get_count(&status, MPI_CHAR, &count);
-        in->source = status.MPI_SOURCE;
-        in->bytes.resize(static_cast<size_t>(count));
-        MPI_CALL(MPI_Imrecv(in->bytes.data(), count, MPI_CHAR, &message, &in->request));
-        incoming.push_back(std::move(in));
+    for (int found = 1; found;) {
+      MPI_Message message;
+      MPI_Status status;
+      MPI_CALL(MPI_Improbe(MPI_ANY_SOURCE, MpiWorld::kPayloadTag, world_->control(), &found,
+                           &message, &status));
+      if (!found) break;
+      auto in = std::make_unique<Incoming>();
+      int count = 0;
+      MPI_Get_count(&status, MPI_CHAR, &count);
+      in->source = status.MPI_SOURCE;
+      in->bytes.resize(static_cast<size_t>(count));
+      MPI_CALL(MPI_Imrecv(in->bytes.data(), count, MPI_CHAR, &message, &in->request));
+      incoming.push_back(std::move(in));
+    }
+    for (auto& in : incoming) {
+      if (in->request == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      MPI_CALL(MPI_Test(&in->request, &done, MPI_STATUS_IGNORE));
+      if (done) {
+        payloads[static_cast<size_t>(in->source)] = std::move(in->bytes);
+        --missing;
       }
-      for (auto& in : incoming) {
-        if (in->request == MPI_REQUEST_NULL) continue;
-        int done = 0;
-        MPI_CALL(MPI_Test(&in->request, &done, MPI_STATUS_IGNORE));
-        if (done) {
-          payloads[static_cast<size_t>(in->source)] = std::move(in->bytes);
-          --missing;
-        }
-      }
-      return absl::OkStatus();
+    }
+    return absl::OkStatus();
   };
   auto poll = [&]() -> absl::StatusOr<bool> {
     RETURN_IF_ERROR(world_->Locked(take));
-    return missing == 0;
+    return missing == 0 || absl::Now() >= ExchangeDeadline(deadline);
   };
-  absl::StatusOr<bool> all = world_->PollUntil(poll, deadline);
-  collected_all_ = all.ok() && *all;
+  absl::StatusOr<bool> polled = world_->PollUntil(poll, deadline);
+  collected_all_ = polled.ok() && missing == 0;
   return payloads;
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MpiContext>> InitMpi(int* argc, char*** argv,
-                                                     const MpiOptions& options) {
+                                                    const MpiOptions& options) {
   if (options.dp < 1 || options.spin_polls < 0 || options.poll_sleep < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "MPI options out of range: dp ", options.dp, ", spin_polls ", options.spin_polls,
@@ -276,9 +307,8 @@ absl::StatusOr<std::unique_ptr<MpiContext>> InitMpi(int* argc, char*** argv,
   char name[MPI_MAX_PROCESSOR_NAME] = {};
   int length = 0;
   if (MPI_Get_processor_name(name, &length) != MPI_SUCCESS) length = 0;
-  return std::make_unique<Context>(*std::move(world),
-                                   std::string(name, static_cast<size_t>(length)),
-                                   std::move(sigterm));
+  return std::make_unique<Context>(
+      *std::move(world), std::string(name, static_cast<size_t>(length)), std::move(sigterm));
 }
 
 }  // namespace jitpipe

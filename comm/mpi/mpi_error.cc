@@ -37,9 +37,7 @@ absl::string_view RepoPath(absl::string_view file) {
 }
 
 // The call's name without its arguments: "MPI_Isend(buf, ...)" -> "MPI_Isend".
-absl::string_view CallName(absl::string_view call) {
-  return call.substr(0, call.find('('));
-}
+absl::string_view CallName(absl::string_view call) { return call.substr(0, call.find('(')); }
 
 }  // namespace
 
@@ -55,9 +53,8 @@ absl::Status MpiStatus(int rc, absl::string_view call, const char* file, int lin
   } else {
     described = absl::StrCat("MPI error ", rc);
   }
-  return absl::Status(CodeOfClass(error_class),
-                      absl::StrCat(CallName(call), ": ", described, " (", RepoPath(file), ":",
-                                   line, ")"));
+  return absl::Status(CodeOfClass(error_class), absl::StrCat(CallName(call), ": ", described, " (",
+                                                             RepoPath(file), ":", line, ")"));
 }
 
 }  // namespace jitpipe

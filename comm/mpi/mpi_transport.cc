@@ -22,14 +22,18 @@ enum class OpKind { kSend, kRecv, kAllReduce, kReduceScatter };
 struct Op {
   OpKind kind = OpKind::kSend;
   MPI_Request request = MPI_REQUEST_NULL;
-  int peer = -1;        // point-to-point
-  int group_size = 0;   // collectives
+  int peer = -1;       // point-to-point
+  int group_size = 0;  // collectives
   OpInfo info;
-  size_t recv_bytes = 0;              // kRecv: the size expected
-  absl::Span<float> average = {};     // kAverage: divided by group_size at the end
-  std::vector<float> staged_output = {};  // reduce-scatter into its own input
-  absl::Span<float> output = {};      // where staged_output goes at the end
+  size_t recv_bytes = 0;                    // kRecv: the size expected
+  absl::Span<float> average = {};           // kAverage: divided by group_size at the end
+  std::vector<float> staged_output = {};    // reduce-scatter into its own input
+  absl::Span<float> output = {};            // where staged_output goes at the end
+  absl::Status retired = absl::OkStatus();  // set once an abort retired the op
 };
+
+// How long Abort() waits for a cancelled receive to be retired by MPI.
+constexpr absl::Duration kCancelBound = absl::Seconds(1);
 
 // "receive 1RECV_F3 from rank 0 (index 17)", as the in-process backend says.
 std::string Describe(const Op& op) {
@@ -53,16 +57,15 @@ std::string Describe(const Op& op) {
       where = absl::StrCat("over ", op.group_size, " ranks");
       break;
   }
-  return absl::StrCat(verb, op.info.action.empty() ? "" : " ", op.info.action, " ", where,
-                      op.info.program_index >= 0
-                          ? absl::StrCat(" (index ", op.info.program_index, ")")
-                          : "");
+  return absl::StrCat(
+      verb, op.info.action.empty() ? "" : " ", op.info.action, " ", where,
+      op.info.program_index >= 0 ? absl::StrCat(" (index ", op.info.program_index, ")") : "");
 }
 
 absl::Status CheckCount(size_t count, absl::string_view unit, const Op& op) {
   if (count <= static_cast<size_t>(INT_MAX)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(Describe(op), ": ", count, " ", unit,
-                                                 " exceed MPI's count limit of ", INT_MAX));
+  return absl::InvalidArgumentError(
+      absl::StrCat(Describe(op), ": ", count, " ", unit, " exceed MPI's count limit of ", INT_MAX));
 }
 
 class MpiTransport final : public Transport {
@@ -84,7 +87,9 @@ class MpiTransport final : public Transport {
                                               const OpInfo& info) override;
   absl::StatusOr<bool> Test(RequestId request) override;
   absl::Status Wait(RequestId request, absl::Duration timeout) override;
-  void Abort(const std::string& reason) override { world_->Abort(reason); }
+  // Aborts the job (MpiWorld::Abort) and retires this rank's pending
+  // receives, so that MPI never writes into a buffer the caller frees next.
+  void Abort(const std::string& reason) override;
 
  private:
   absl::Status CheckPeer(int peer, uint64_t tag, const Op& op) const;
@@ -94,12 +99,19 @@ class MpiTransport final : public Transport {
                                  absl::FunctionRef<int(MPI_Request*)> post);
   // Finishes a completed op: size check, averaging, staged output.
   static absl::Status Finish(Op& op, const MPI_Status& status);
+  // After an abort: cancels a pending receive and waits (at most
+  // kCancelBound) for MPI to let go of its buffer; frees a send (Open MPI
+  // cannot cancel one; it completes in the background); leaves a collective
+  // to MPI. Sets op.retired to Aborted with `abort`'s message.
+  void Retire(Op& op, const absl::Status& abort) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   MpiWorld* const world_;
 
   absl::Mutex mu_;  // ordered before the world's MPI lock
   RequestId last_id_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<RequestId, Op> ops_ ABSL_GUARDED_BY(mu_);
+  // Staging copies of collectives an abort left to MPI (see Retire).
+  std::vector<std::vector<float>> abandoned_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::Status MpiTransport::CheckPeer(int peer, uint64_t tag, const Op& op) const {
@@ -107,9 +119,8 @@ absl::Status MpiTransport::CheckPeer(int peer, uint64_t tag, const Op& op) const
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank(), ": invalid peer ", peer));
   }
   if (tag > static_cast<uint64_t>(world_->tag_ub())) {
-    return absl::InvalidArgumentError(absl::StrCat(Describe(op), ": tag ", tag,
-                                                   " exceeds this MPI's MPI_TAG_UB ",
-                                                   world_->tag_ub()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        Describe(op), ": tag ", tag, " exceeds this MPI's MPI_TAG_UB ", world_->tag_ub()));
   }
   return absl::OkStatus();
 }
@@ -117,8 +128,8 @@ absl::Status MpiTransport::CheckPeer(int peer, uint64_t tag, const Op& op) const
 absl::StatusOr<RequestId> MpiTransport::Post(Op op, absl::string_view call,
                                              absl::FunctionRef<int(MPI_Request*)> post) {
   RETURN_IF_ERROR(world_->AbortStatus());
-  absl::Status posted = world_->Locked(
-      [&] { return MpiStatus(post(&op.request), call, __FILE__, __LINE__); });
+  absl::Status posted =
+      world_->Locked([&] { return MpiStatus(post(&op.request), call, __FILE__, __LINE__); });
   if (!posted.ok()) {
     return absl::Status(posted.code(), absl::StrCat(Describe(op), ": ", posted.message()));
   }
@@ -141,8 +152,7 @@ absl::StatusOr<RequestId> MpiTransport::PostSend(int peer, uint64_t tag,
 }
 
 absl::StatusOr<RequestId> MpiTransport::PostRecv(int peer, uint64_t tag,
-                                                 absl::Span<std::byte> bytes,
-                                                 const OpInfo& info) {
+                                                 absl::Span<std::byte> bytes, const OpInfo& info) {
   Op op{.kind = OpKind::kRecv, .peer = peer, .info = info, .recv_bytes = bytes.size()};
   RETURN_IF_ERROR(CheckPeer(peer, tag, op));
   RETURN_IF_ERROR(CheckCount(bytes.size(), "bytes", op));
@@ -167,8 +177,8 @@ absl::StatusOr<RequestId> MpiTransport::PostAllReduce(const Group& group, absl::
 
 absl::StatusOr<RequestId> MpiTransport::PostReduceScatter(const Group& group,
                                                           absl::Span<const float> input,
-                                                          absl::Span<float> output,
-                                                          ReduceOp reduce, const OpInfo& info) {
+                                                          absl::Span<float> output, ReduceOp reduce,
+                                                          const OpInfo& info) {
   ASSIGN_OR_RETURN(MPI_Comm comm, world_->GroupComm(group));
   const size_t members = group.ranks.size();
   Op op{.kind = OpKind::kReduceScatter, .group_size = static_cast<int>(members), .info = info};
@@ -179,8 +189,8 @@ absl::StatusOr<RequestId> MpiTransport::PostReduceScatter(const Group& group,
   }
   RETURN_IF_ERROR(CheckCount(output.size(), "elements", op));
   // MPI forbids overlapping send and receive buffers: receive into a copy.
-  const bool overlap = output.data() < input.data() + input.size() &&
-                       input.data() < output.data() + output.size();
+  const bool overlap =
+      output.data() < input.data() + input.size() && input.data() < output.data() + output.size();
   absl::Span<float> receive = output;
   if (overlap) {
     op.staged_output.resize(output.size());
@@ -189,9 +199,8 @@ absl::StatusOr<RequestId> MpiTransport::PostReduceScatter(const Group& group,
   }
   if (reduce == ReduceOp::kAverage) op.average = receive;
   return Post(std::move(op), "MPI_Ireduce_scatter_block", [&](MPI_Request* request) {
-    return MPI_Ireduce_scatter_block(input.data(), receive.data(),
-                                     static_cast<int>(receive.size()), MPI_FLOAT, MPI_SUM, comm,
-                                     request);
+    return MPI_Ireduce_scatter_block(input.data(), receive.data(), static_cast<int>(receive.size()),
+                                     MPI_FLOAT, MPI_SUM, comm, request);
   });
 }
 
@@ -211,11 +220,58 @@ absl::Status MpiTransport::Finish(Op& op, const MPI_Status& status) {
   return absl::OkStatus();
 }
 
+void MpiTransport::Retire(Op& op, const absl::Status& abort) {
+  op.retired =
+      absl::AbortedError(absl::StrCat(abort.message(), " (while waiting for ", Describe(op), ")"));
+  if (op.request == MPI_REQUEST_NULL) return;
+  switch (op.kind) {
+    case OpKind::kRecv:
+      world_->Locked([&] { return MPI_STATUS(MPI_Cancel(&op.request)); }).IgnoreError();
+      world_
+          ->PollUntil(
+              [&]() -> absl::StatusOr<bool> {
+                int done = 0;
+                RETURN_IF_ERROR(world_->Locked(
+                    [&] { return MPI_STATUS(MPI_Test(&op.request, &done, MPI_STATUS_IGNORE)); }));
+                return done != 0;
+              },
+              absl::Now() + kCancelBound)
+          .IgnoreError();
+      [[fallthrough]];  // a receive MPI did not retire in time is freed like a send
+    case OpKind::kSend:
+      if (op.request != MPI_REQUEST_NULL) {
+        world_->Locked([&] { return MPI_STATUS(MPI_Request_free(&op.request)); }).IgnoreError();
+      }
+      break;
+    case OpKind::kAllReduce:
+    case OpKind::kReduceScatter:
+      // MPI can neither cancel nor free a nonblocking collective: it may
+      // still write its output, so a staging copy lives as long as we do.
+      if (!op.staged_output.empty()) abandoned_.push_back(std::move(op.staged_output));
+      op.request = MPI_REQUEST_NULL;
+      break;
+  }
+}
+
+void MpiTransport::Abort(const std::string& reason) {
+  world_->Abort(reason);
+  const absl::Status abort = world_->AbortStatus();
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, op] : ops_) {
+    if (op.retired.ok()) Retire(op, abort);
+  }
+}
+
 absl::StatusOr<bool> MpiTransport::Test(RequestId id) {
   absl::MutexLock lock(&mu_);
   auto it = ops_.find(id);
   if (it == ops_.end()) return absl::NotFoundError(absl::StrCat("unknown request ", id));
   Op& op = it->second;
+  if (!op.retired.ok()) {
+    absl::Status retired = op.retired;
+    ops_.erase(it);
+    return retired;
+  }
   const absl::Status abort = world_->AbortStatus();
   int done = 0;
   MPI_Status status;
@@ -223,26 +279,19 @@ absl::StatusOr<bool> MpiTransport::Test(RequestId id) {
       world_->Locked([&] { return MPI_STATUS(MPI_Test(&op.request, &done, &status)); });
   if (!tested.ok()) {
     if (op.kind == OpKind::kRecv && tested.code() == absl::StatusCode::kInvalidArgument) {
-      tested = absl::InvalidArgumentError(absl::StrCat(
-          Describe(op), " expects ", op.recv_bytes,
-          " bytes but the matching send has more: ", tested.message()));
+      tested = absl::InvalidArgumentError(
+          absl::StrCat(Describe(op), " expects ", op.recv_bytes,
+                       " bytes but the matching send has more: ", tested.message()));
     }
     ops_.erase(it);
     return tested;
   }
   if (!done) {
     if (abort.ok()) return false;
-    // A receive of an aborted job is cancelled, so that MPI never writes
-    // into the buffer once the caller has let go of it; a send cannot be
-    // cancelled (Open MPI) and is left to MPI_Finalize.
-    world_->Locked([&] {
-      if (op.kind == OpKind::kRecv) MPI_Cancel(&op.request);
-      return MPI_STATUS(MPI_Request_free(&op.request));
-    }).IgnoreError();
-    absl::Status aborted = absl::AbortedError(
-        absl::StrCat(abort.message(), " (while waiting for ", Describe(op), ")"));
+    Retire(op, abort);
+    absl::Status retired = op.retired;
     ops_.erase(it);
-    return aborted;
+    return retired;
   }
   absl::Status finished = Finish(op, status);
   ops_.erase(it);
@@ -251,8 +300,7 @@ absl::StatusOr<bool> MpiTransport::Test(RequestId id) {
 }
 
 absl::Status MpiTransport::Wait(RequestId id, absl::Duration timeout) {
-  ASSIGN_OR_RETURN(bool done,
-                   world_->PollUntil([&] { return Test(id); }, absl::Now() + timeout));
+  ASSIGN_OR_RETURN(bool done, world_->PollUntil([&] { return Test(id); }, absl::Now() + timeout));
   if (done) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
   auto it = ops_.find(id);

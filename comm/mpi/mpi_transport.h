@@ -120,6 +120,12 @@ class MpiContext {
   // The rank's transport; owned by the context, valid while it lives.
   virtual Transport& transport() = 0;
 
+  // Keeps `object` alive until MPI has ended (finalised or aborted). After a
+  // failure MPI may still write into the buffers of operations it cannot
+  // cancel (a nonblocking collective); a caller hands them over here
+  // instead of freeing them.
+  virtual void RetainUntilEnd(std::shared_ptr<const void> object) = 0;
+
   // Job-level collectives on a communicator of their own, for setup and
   // results. Every process calls them in the same order. Each is bounded:
   // DeadlineExceeded after `timeout`, Aborted once the job is aborted.
@@ -134,9 +140,10 @@ class MpiContext {
   // to rank 0, even once the job is aborted. At rank 0 returns every rank's
   // payload by rank (its own included), nullopt for those that did not
   // arrive within `grace`; elsewhere returns an empty vector once rank 0 has
-  // taken the payload or `grace` has passed. Call it at most once.
-  virtual std::vector<std::optional<std::string>> CollectAfterFailure(
-      absl::string_view payload, absl::Duration grace) = 0;
+  // taken the payload or `grace` has passed. After a SIGTERM the grace is at
+  // most 0.5 s: mpirun sends SIGKILL a second later. Call it at most once.
+  virtual std::vector<std::optional<std::string>> CollectAfterFailure(absl::string_view payload,
+                                                                      absl::Duration grace) = 0;
 };
 
 // Starts MPI (MPI_Init_thread asking for MPI_THREAD_SERIALIZED) and sets up
@@ -147,7 +154,7 @@ class MpiContext {
 // initialised or provides less than MPI_THREAD_SERIALIZED; an MPI call's
 // status otherwise (MPI is finalised again before an error is returned).
 absl::StatusOr<std::unique_ptr<MpiContext>> InitMpi(int* argc, char*** argv,
-                                                     const MpiOptions& options);
+                                                    const MpiOptions& options);
 
 }  // namespace jitpipe
 

@@ -31,8 +31,8 @@ absl::StatusOr<std::unique_ptr<MpiWorld>> MpiWorld::Create(int dp, PollPolicy po
   MPI_CALL(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   MPI_CALL(MPI_Comm_size(MPI_COMM_WORLD, &size));
   if (dp < 1 || size % dp != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the MPI world has ", size, " processes, which is not a multiple of dp ", dp));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the MPI world has ", size, " processes, which is not a multiple of dp ", dp));
   }
   void* attribute = nullptr;
   int found = 0;
@@ -48,8 +48,7 @@ absl::Status MpiWorld::CreateCommunicators() {
   RETURN_IF_ERROR(Dup(&world_));
   RETURN_IF_ERROR(Dup(&job_));
   RETURN_IF_ERROR(Dup(&control_));
-  MPI_CALL(MPI_Comm_split(MPI_COMM_WORLD, /*color=*/rank_ % pp(), /*key=*/rank_ / pp(),
-                          &dp_comm_));
+  MPI_CALL(MPI_Comm_split(MPI_COMM_WORLD, /*color=*/rank_ % pp(), /*key=*/rank_ / pp(), &dp_comm_));
   MPI_CALL(MPI_Comm_set_errhandler(dp_comm_, MPI_ERRORS_RETURN));
   absl::MutexLock lock(&mu_);
   MPI_CALL(MPI_Irecv(notice_, kMaxReasonBytes, MPI_CHAR, MPI_ANY_SOURCE, kAbortTag, control_,
@@ -57,7 +56,7 @@ absl::Status MpiWorld::CreateCommunicators() {
   return absl::OkStatus();
 }
 
-MpiWorld::~MpiWorld() {
+void MpiWorld::Shutdown() {
   // Only the notice receive is ours to retire; MPI_Finalize tolerates the
   // rest (requests of a failed job are left to it, never cancelled: Open MPI
   // cannot cancel a send).
@@ -100,8 +99,9 @@ absl::Status MpiWorld::PollNoticeLocked() {
   int length = 0;
   MPI_Get_count(&status, MPI_CHAR, &length);
   aborted_ = true;
-  abort_message_ = absl::StrCat("rank ", status.MPI_SOURCE, " failed: ",
-                                absl::string_view(notice_, static_cast<size_t>(length)));
+  abort_message_ =
+      absl::StrCat("rank ", status.MPI_SOURCE,
+                   " failed: ", absl::string_view(notice_, static_cast<size_t>(length)));
   return absl::AbortedError(abort_message_);
 }
 
@@ -158,9 +158,11 @@ absl::Status MpiWorld::Wait(MPI_Request* request, MPI_Status* status, absl::Time
   MPI_Status* out = status == nullptr ? &ignored : status;
   absl::StatusOr<bool> done = PollUntil(
       [&]() -> absl::StatusOr<bool> {
-        if (!ignore_abort) RETURN_IF_ERROR(AbortStatus());
+        // Tested before the abort is looked at: an operation that completed
+        // is reported complete even when the job has aborted since.
         int flag = 0;
         RETURN_IF_ERROR(Locked([&] { return MPI_STATUS(MPI_Test(request, &flag, out)); }));
+        if (flag == 0 && !ignore_abort) RETURN_IF_ERROR(AbortStatus());
         return flag != 0;
       },
       deadline);

@@ -63,7 +63,11 @@ class MpiWorld {
 
   MpiWorld(const MpiWorld&) = delete;
   MpiWorld& operator=(const MpiWorld&) = delete;
-  ~MpiWorld();
+  ~MpiWorld() = default;  // makes no MPI call: MPI may be finalised by then
+
+  // Retires the world's own requests (the abort-notice receive, the notices
+  // sent). REQUIRES: called once, right before MPI_Finalize or MPI_Abort.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
   int rank() const { return rank_; }
   int size() const { return size_; }

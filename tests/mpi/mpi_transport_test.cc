@@ -5,6 +5,8 @@
 //
 // World of 4, dp 2: world ranks 0 1 | 2 3 (replica 0 | replica 1), data-
 // parallel groups {0, 2} and {1, 3}. Point-to-point pairs: 0 -> 1, 2 -> 3.
+#include "comm/mpi/mpi_transport.h"
+
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -14,9 +16,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
-#include "comm/mpi/mpi_transport.h"
+#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
@@ -145,9 +146,8 @@ TEST(MpiTransportTest, AReceiveLargerThanTheSendFailsNamingBothSizes) {
                        T().PostRecv(Partner(), 30, absl::MakeSpan(in), {.action = "1RECV_F0"}));
   absl::Status s = T().Wait(id, kLong);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(testing::Message(s),
-            absl::StrCat("receive 1RECV_F0 from rank ", Partner(),
-                         " expects 8 bytes but the matching send has 4"));
+  EXPECT_EQ(testing::Message(s), absl::StrCat("receive 1RECV_F0 from rank ", Partner(),
+                                              " expects 8 bytes but the matching send has 4"));
 }
 
 TEST(MpiTransportTest, AReceiveSmallerThanTheSendFailsAsTruncated) {
@@ -185,9 +185,9 @@ TEST(MpiTransportTest, WaitTimesOutNamingTheOperationAndTheReceiveCanStillComple
   std::vector<std::byte> out = Pattern(3, 7), in(3);
   RequestId id = 0;
   if (!IsSender()) {
-    ASSERT_OK_AND_ASSIGN(id, T().PostRecv(Partner(), 40, absl::MakeSpan(in),
-                                          {.stage = 1, .microbatch = 3, .program_index = 17,
-                                           .action = "1RECV_F3"}));
+    ASSERT_OK_AND_ASSIGN(
+        id, T().PostRecv(Partner(), 40, absl::MakeSpan(in),
+                         {.stage = 1, .microbatch = 3, .program_index = 17, .action = "1RECV_F3"}));
     absl::Status s = T().Wait(id, kShort);
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
     EXPECT_EQ(testing::Message(s),
@@ -256,8 +256,8 @@ TEST(MpiCollectiveTest, ReduceScatterLeavesEachMemberItsShard) {
   std::vector<float> in;
   for (int i = 0; i < 2 * members; ++i) in.push_back(static_cast<float>(i + Rank()));
   std::vector<float> out(2);
-  ASSERT_OK_AND_ASSIGN(RequestId id, T().PostReduceScatter(group, in, absl::MakeSpan(out),
-                                                           ReduceOp::kAverage, {}));
+  ASSERT_OK_AND_ASSIGN(
+      RequestId id, T().PostReduceScatter(group, in, absl::MakeSpan(out), ReduceOp::kAverage, {}));
   ASSERT_OK(T().Wait(id, kLong));
   float rank_mean = 0;
   for (int r : group.ranks) rank_mean += static_cast<float>(r) / members;
@@ -273,9 +273,8 @@ TEST(MpiCollectiveTest, ReduceScatterIntoItsOwnInput) {
   std::vector<float> data(3 * members, static_cast<float>(Rank() + 1));
   const std::vector<float> before = data;
   absl::Span<float> all = absl::MakeSpan(data);
-  ASSERT_OK_AND_ASSIGN(RequestId id,
-                       T().PostReduceScatter(group, all, all.subspan(3 * index, 3),
-                                             ReduceOp::kSum, {}));
+  ASSERT_OK_AND_ASSIGN(RequestId id, T().PostReduceScatter(group, all, all.subspan(3 * index, 3),
+                                                           ReduceOp::kSum, {}));
   ASSERT_OK(T().Wait(id, kLong));
   float sum = 0;
   for (int r : group.ranks) sum += static_cast<float>(r + 1);
@@ -298,8 +297,8 @@ TEST(MpiCollectiveTest, RefusesForeignGroupsAndMismatchedSizes) {
     EXPECT_EQ(foreign.status().code(), absl::StatusCode::kInvalidArgument);
   }
   std::vector<float> out(3);
-  absl::StatusOr<RequestId> sizes = T().PostReduceScatter(DpGroup(), data, absl::MakeSpan(out),
-                                                          ReduceOp::kSum, {.action = "0REDUCE_GRAD"});
+  absl::StatusOr<RequestId> sizes = T().PostReduceScatter(
+      DpGroup(), data, absl::MakeSpan(out), ReduceOp::kSum, {.action = "0REDUCE_GRAD"});
   EXPECT_EQ(sizes.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(testing::Message(sizes),
             absl::StrCat("rank ", Rank(), ": reduce-scatter 0REDUCE_GRAD over ", Ctx().dp(),
@@ -375,8 +374,8 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
   void OnTestPartResult(const ::testing::TestPartResult& result) override {
     if (!result.failed()) return;
     std::fprintf(stderr, "rank %d: %s:%d: %s\n", rank_,
-                 result.file_name() == nullptr ? "?" : result.file_name(),
-                 result.line_number(), result.summary());
+                 result.file_name() == nullptr ? "?" : result.file_name(), result.line_number(),
+                 result.summary());
   }
 
  private:

@@ -1,0 +1,112 @@
+#include "stages/mpi_outcome.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace jitpipe {
+namespace {
+
+using Json = nlohmann::json;
+
+// Spans as [rank, track, index, transfer, start_us, end_us]; memory samples
+// as [rank, time_us, [bytes by category]].
+Json EncodeTimeline(const Timeline& timeline) {
+  Json spans = Json::array();
+  for (const TimelineSpan& s : timeline.spans) {
+    spans.push_back({s.rank, static_cast<int>(s.track), s.index, s.transfer, s.start_us, s.end_us});
+  }
+  Json memory = Json::array();
+  for (const MemorySample& m : timeline.memory) memory.push_back({m.rank, m.time_us, m.bytes});
+  return {{"spans", std::move(spans)}, {"memory", std::move(memory)}};
+}
+
+Timeline DecodeTimeline(const Json& j) {
+  Timeline timeline;
+  for (const Json& s : j.at("spans")) {
+    timeline.spans.push_back({s.at(0).get<int32_t>(),
+                              static_cast<TimelineTrack>(s.at(1).get<int>()),
+                              s.at(2).get<int32_t>(), s.at(3).get<int32_t>(), s.at(4).get<double>(),
+                              s.at(5).get<double>()});
+  }
+  for (const Json& m : j.at("memory")) {
+    MemorySample sample;
+    sample.rank = m.at(0).get<int32_t>();
+    sample.time_us = m.at(1).get<double>();
+    sample.bytes = m.at(2).get<std::array<int64_t, kNumMemoryCategories>>();
+    timeline.memory.push_back(sample);
+  }
+  return timeline;
+}
+
+// Runs `decode` and turns a JSON error (parse, missing key, wrong type)
+// into InvalidArgument.
+template <typename T, typename F>
+absl::StatusOr<T> Decode(absl::string_view what, absl::string_view text, F decode) {
+  try {
+    return decode(Json::parse(text.begin(), text.end()));
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed ", what, ": ", e.what()));
+  }
+}
+
+}  // namespace
+
+std::string EncodeRankOutcome(const MpiRankOutcome& outcome) {
+  Json steps = Json::array();
+  for (const StepResult& r : outcome.steps) {
+    steps.push_back({{"loss", r.loss},
+                     {"start_us", r.start_us},
+                     {"compute_end_us", r.compute_end_us},
+                     {"end_us", r.end_us},
+                     {"exposed_reduce_us", r.exposed_reduce_us},
+                     {"peak_bytes", r.peak_bytes},
+                     {"timeline", EncodeTimeline(r.timeline)}});
+  }
+  return Json{{"steps", std::move(steps)}, {"heap_allocations", outcome.heap_allocations}}.dump();
+}
+
+absl::StatusOr<MpiRankOutcome> DecodeRankOutcome(absl::string_view text) {
+  return Decode<MpiRankOutcome>("rank outcome", text, [](const Json& j) {
+    MpiRankOutcome outcome;
+    outcome.heap_allocations = j.at("heap_allocations").get<int64_t>();
+    for (const Json& s : j.at("steps")) {
+      StepResult r;
+      r.loss = s.at("loss").get<double>();
+      r.start_us = s.at("start_us").get<double>();
+      r.compute_end_us = s.at("compute_end_us").get<double>();
+      r.end_us = s.at("end_us").get<double>();
+      r.exposed_reduce_us = s.at("exposed_reduce_us").get<double>();
+      r.peak_bytes = s.at("peak_bytes").get<int64_t>();
+      r.timeline = DecodeTimeline(s.at("timeline"));
+      outcome.steps.push_back(std::move(r));
+    }
+    return outcome;
+  });
+}
+
+std::string EncodeRankFailure(const MpiRankFailure& failure) {
+  return Json{{"world_rank", failure.world_rank},
+              {"code", static_cast<int>(failure.status.code())},
+              {"message", std::string(failure.status.message())},
+              {"failed_at_us", failure.failed_at_us},
+              {"record", failure.record},
+              {"dump_error", failure.dump_error}}
+      .dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+absl::StatusOr<MpiRankFailure> DecodeRankFailure(absl::string_view text) {
+  return Decode<MpiRankFailure>("rank failure", text, [](const Json& j) {
+    MpiRankFailure failure;
+    failure.world_rank = j.at("world_rank").get<int>();
+    failure.status = absl::Status(static_cast<absl::StatusCode>(j.at("code").get<int>()),
+                                  j.at("message").get<std::string>());
+    failure.failed_at_us = j.at("failed_at_us").get<double>();
+    failure.record = j.at("record").get<std::string>();
+    failure.dump_error = j.at("dump_error").get<std::string>();
+    return failure;
+  });
+}
+
+}  // namespace jitpipe

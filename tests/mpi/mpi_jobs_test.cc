@@ -1,0 +1,200 @@
+// MPI jobs end to end, started the way a user starts them: `mpirun ... jitpipe
+// replay FILE --backend mpi` as 4 processes (pp 4) and 8 (pp 4 x dp 2),
+// compared with the in-process replay of the same file; the stall job and
+// the killed-rank job of mpi_runtime_test.cc, with what they leave behind.
+//
+// Every mpirun is wrapped in `timeout -v -k 5 <limit>`: a job that hangs is
+// killed and the test fails on timeout's "sending signal" diagnostic; none
+// may need it.
+#include <sys/wait.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/testdata.h"
+#include "traces/trace_checker.h"
+
+namespace jitpipe {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+using testing::CliResult;
+using testing::MakeTempDir;
+using testing::RunCli;
+
+constexpr int kJobLimitSeconds = 60;
+
+struct JobResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string Quote(const std::string& s) { return "'" + s + "'"; }
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Runs `args` as `np` MPI processes, stdout and stderr apart.
+JobResult RunJob(int np, const std::vector<std::string>& args) {
+  const std::string dir = MakeTempDir("mpi_job");
+  std::vector<std::string> quoted;
+  for (const std::string& a : args) quoted.push_back(Quote(a));
+  const std::string command = absl::StrCat(
+      "timeout -v -k 5 ", kJobLimitSeconds, " ", JITPIPE_MPIEXEC,
+      " --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none"
+      " --bind-to none -np ",
+      np, " ", absl::StrJoin(quoted, " "), " > ", dir, "/out 2> ", dir, "/err");
+  const int status = std::system(command.c_str());
+  JobResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = ReadAll(dir + "/out");
+  r.err = ReadAll(dir + "/err");
+  EXPECT_THAT(r.err, Not(HasSubstr("timeout: sending signal"))) << "the job hung: " << command;
+  return r;
+}
+
+std::string Generate(const std::string& schedule, int pp, int m) {
+  const std::string path = absl::StrCat(MakeTempDir("mpi_schedule"), "/", schedule, ".json");
+  CliResult r = RunCli({"generate", "--schedule", schedule, "--pp", std::to_string(pp),
+                        "--microbatches", std::to_string(m), "-o", path});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return path;
+}
+
+struct CliCase {
+  std::string schedule;  // a generator's name, or a file under tests/testdata
+  int dp = 1;
+};
+
+void PrintTo(const CliCase& c, std::ostream* os) { *os << c.schedule << " dp " << c.dp; }
+
+std::string CaseName(const ::testing::TestParamInfo<CliCase>& info) {
+  std::string name = info.param.schedule.substr(info.param.schedule.rfind('/') + 1);
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return absl::StrCat(name, "_dp", info.param.dp);
+}
+
+class MpiReplayCliTest : public ::testing::TestWithParam<CliCase> {};
+
+// The same file replayed over MPI and in process: the same loss, the same
+// distance from the reference (so the same gradients), every rank reported;
+// the merged trace passes the checker and has a process per world rank.
+TEST_P(MpiReplayCliTest, EqualsTheInProcessReplay) {
+  const CliCase& c = GetParam();
+  const bool is_file = c.schedule.find('/') != std::string::npos;
+  const std::string file = is_file ? testing::TestdataPath(c.schedule) : Generate(c.schedule, 4, 8);
+  const std::string trace = MakeTempDir("mpi_trace") + "/trace.json";
+  const std::vector<std::string> common = {"replay", file, "--stage", "mlp", "--dp",
+                                           std::to_string(c.dp), "--steps", "2", "--json"};
+  std::vector<std::string> mpi_args = {JITPIPE_CLI};
+  mpi_args.insert(mpi_args.end(), common.begin(), common.end());
+  for (const char* a : {"--backend", "mpi", "--trace"}) mpi_args.push_back(a);
+  mpi_args.push_back(trace);
+  JobResult mpi = RunJob(4 * c.dp, mpi_args);
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
+  std::vector<std::string> inproc_args = common;
+  for (const char* a : {"--backend", "inproc"}) inproc_args.push_back(a);
+  CliResult inproc = RunCli(inproc_args);
+  ASSERT_EQ(inproc.exit_code, 0) << inproc.err;
+
+  const nlohmann::json a = nlohmann::json::parse(mpi.out);  // world rank 0 alone prints
+  const nlohmann::json b = nlohmann::json::parse(inproc.out);
+  EXPECT_EQ(a["backend"], "mpi");
+  EXPECT_EQ(a["step_loss"], b["step_loss"]);
+  EXPECT_EQ(a["check"]["ok"], true);
+  EXPECT_EQ(a["check"]["loss_error"], b["check"]["loss_error"]);
+  EXPECT_EQ(a["check"]["worst_grad_error"], b["check"]["worst_grad_error"]);
+  ASSERT_EQ(a["ranks"].size(), static_cast<size_t>(4 * c.dp));
+  for (size_t w = 0; w < a["ranks"].size(); ++w) {
+    EXPECT_EQ(a["ranks"][w]["rank"], w);
+    EXPECT_EQ(a["ranks"][w]["planned_peak_bytes"], b["ranks"][w]["planned_peak_bytes"]);
+  }
+  ASSERT_OK_AND_ASSIGN(ChromeTraceSummary summary, ReadAndCheckChromeTrace(trace));
+  EXPECT_GT(summary.slices, 0);
+  const std::string text = ReadAll(trace);
+  for (int w = 0; w < 4 * c.dp; ++w) {
+    EXPECT_THAT(text, HasSubstr(absl::StrCat("\"name\":\"process_name\",\"cat\":\"__metadata\","
+                                             "\"ph\":\"M\",\"ts\":0,\"pid\":",
+                                             w, ",")))
+        << "world rank " << w;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(FourAndEightProcesses, MpiReplayCliTest,
+                         ::testing::Values(CliCase{"1f1b"}, CliCase{"interleaved-1f1b"},
+                                           CliCase{"zbv"},
+                                           CliCase{"conformance/real/torchtitan_4-rank.csv"},
+                                           CliCase{"interleaved-1f1b", 2},
+                                           CliCase{"dualpipev", 2}),
+                         CaseName);
+
+TEST(MpiReplayCliTest, RefusesAWorldThatIsNotPpTimesDp) {
+  const std::string file = Generate("1f1b", 4, 8);
+  JobResult r = RunJob(3, {JITPIPE_CLI, "replay", file, "--backend", "mpi", "--stage", "mlp"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("jitpipe replay: ", file,
+                                            ": the MPI world has 3 processes but pp 4 x dp 1 "
+                                            "needs 4 (mpirun -np 4)\n")));
+  JobResult dp = RunJob(3, {JITPIPE_CLI, "replay", file, "--backend", "mpi", "--stage", "mlp",
+                            "--dp", "2"});
+  EXPECT_NE(dp.exit_code, 0);
+  EXPECT_THAT(dp.err, HasSubstr("jitpipe replay: the MPI world has 3 processes, which is not a "
+                                "multiple of dp 2\n"));
+}
+
+// mpi_runtime_test.cc's MpiStallTest: a SEND dropped, every process stops
+// within the 2 s timeout and dumps; `jitpipe fr-analyze` names the receive
+// whose send is missing.
+TEST(MpiStallJobTest, EveryProcessDumpsAndFrAnalyzeNamesTheMissingSend) {
+  const std::string dir = MakeTempDir("mpi_stall");
+  JobResult r = RunJob(4, {JITPIPE_MPI_RUNTIME_TEST, "--gtest_filter=MpiStallTest.*",
+                           "--flight-dir=" + dir});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (int w = 0; w < 4; ++w) EXPECT_THAT(r.err, HasSubstr(absl::StrCat("rank ", w, " stopped: ")));
+  CliResult analysis = RunCli({"fr-analyze", dir});
+  EXPECT_EQ(analysis.exit_code, 1);
+  EXPECT_THAT(analysis.out, StartsWith("first unmatched: rank 1 waits at index "));
+  EXPECT_THAT(analysis.out, HasSubstr(" (1RECV_B3) for rank 2; rank 2's last op was "));
+}
+
+// mpi_runtime_test.cc's MpiKillTest: world rank 2 dies of SIGKILL mid-run.
+// mpirun says so and terminates the others (SIGTERM); each of them fails
+// at once with a clear error (no hang: timeout never fires), and rank 0's
+// report names the rank that did not answer.
+TEST(MpiKillJobTest, TheOthersFailWithAClearErrorAndNothingHangs) {
+  JobResult r = RunJob(4, {JITPIPE_MPI_RUNTIME_TEST, "--gtest_filter=MpiKillTest.*"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("noticed that process rank 2 with PID"));
+  EXPECT_THAT(r.err, HasSubstr("exited on signal 9 (Killed)"));
+  for (int w : {0, 1, 3}) {
+    EXPECT_THAT(r.err, HasSubstr(absl::StrCat("rank ", w, " stopped: rank ")));
+  }
+  EXPECT_THAT(r.err, HasSubstr("was terminated by the launcher (SIGTERM), as mpirun does once "
+                               "another process of the job has died or exited with an error"));
+  EXPECT_THAT(r.err, HasSubstr("no report, died or did not answer (2)"));
+  EXPECT_THAT(r.err, Not(HasSubstr("rank 2 stopped")));
+}
+
+}  // namespace
+}  // namespace jitpipe
