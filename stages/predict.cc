@@ -40,7 +40,24 @@ absl::StatusOr<Schedule> LowerForPrediction(const Schedule& schedule, const Mode
   return OverlapReduce(schedule, {.rank_peak = PlannedPeak(model)});
 }
 
+bool HasTimes(const StageSpec& spec) {
+  for (const std::optional<double>* us : {&spec.forward_us, &spec.backward_input_us,
+                                          &spec.backward_weight_us, &spec.backward_us,
+                                          &spec.overlap_f_b_us}) {
+    if (us->value_or(0) > 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+bool HasTimes(const Model& model) {
+  if (HasTimes(model.defaults)) return true;
+  for (const StageOverride& o : model.stages) {
+    if (HasTimes(o.spec)) return true;
+  }
+  return false;
+}
 
 RankPeakFunction PlannedPeak(const Model& model) {
   if (!HasByteSizes(model)) {
@@ -55,24 +72,30 @@ RankPeakFunction PlannedPeak(const Model& model) {
   };
 }
 
-absl::StatusOr<Prediction> Predict(const Schedule& schedule, const Model& model,
-                                   const PredictOptions& options) {
+absl::StatusOr<Prediction> SimulatePlanned(Schedule lowered, const Model& model,
+                                           const std::vector<RankBuffers>& buffers,
+                                           bool record_timeline) {
   Prediction out;
-  ASSIGN_OR_RETURN(out.lowered, LowerForPrediction(schedule, model, options.overlap));
+  out.lowered = std::move(lowered);
   out.reductions_modelled =
       model.dp.size <= 1 || HasAnyKind(out.lowered, {ActionKind::kReduceGrad});
+  ASSIGN_OR_RETURN(out.executable, BuildExecutable(out.lowered, model, buffers));
+  ASSIGN_OR_RETURN(out.simulation, Simulate(out.lowered, out.executable, model,
+                                            {.record_timeline = record_timeline}));
+  return out;
+}
+
+absl::StatusOr<Prediction> Predict(const Schedule& schedule, const Model& model,
+                                   const PredictOptions& options) {
+  ASSIGN_OR_RETURN(Schedule lowered, LowerForPrediction(schedule, model, options.overlap));
   std::vector<RankBuffers> buffers;
-  buffers.reserve(out.lowered.pp);
-  for (int r = 0; r < out.lowered.pp; ++r) {
+  buffers.reserve(lowered.pp);
+  for (int r = 0; r < lowered.pp; ++r) {
     ASSIGN_OR_RETURN(RankBuffers b,
-                     ComputeBufferLifetimes(out.lowered, model, r, {.policy = options.policy}));
+                     ComputeBufferLifetimes(lowered, model, r, {.policy = options.policy}));
     buffers.push_back(std::move(b));
   }
-  ASSIGN_OR_RETURN(out.executable, BuildExecutable(out.lowered, model, buffers));
-  ASSIGN_OR_RETURN(out.simulation,
-                   Simulate(out.lowered, out.executable, model,
-                            {.record_timeline = options.record_timeline}));
-  return out;
+  return SimulatePlanned(std::move(lowered), model, buffers, options.record_timeline);
 }
 
 }  // namespace jitpipe

@@ -11,6 +11,8 @@
 #ifndef JITPIPE_STAGES_PREDICT_H_
 #define JITPIPE_STAGES_PREDICT_H_
 
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "memory/buffer_lifetimes.h"
 #include "scheduler/ir/model.h"
@@ -43,6 +45,20 @@ struct Prediction {
 // BuildExecutable() and Simulate() (FailedPrecondition for a deadlock).
 absl::StatusOr<Prediction> Predict(const Schedule& schedule, const Model& model,
                                    const PredictOptions& options = {});
+
+// The last steps of Predict() for a lowered schedule whose buffers are
+// planned already (`buffers[r]` from ComputeBufferLifetimes for rank r, any
+// policy): BuildExecutable and Simulate. reductions_modelled as in Predict.
+// Errors: those of BuildExecutable() and Simulate().
+// REQUIRES: buffers.size() == lowered.pp.
+absl::StatusOr<Prediction> SimulatePlanned(Schedule lowered, const Model& model,
+                                           const std::vector<RankBuffers>& buffers,
+                                           bool record_timeline);
+
+// Whether the model gives any compute time (forward, backward, overlap; in
+// its defaults or a stage override): without one, every simulated action
+// takes no time and a timeline says nothing that program order does not.
+bool HasTimes(const Model& model);
 
 // The memory limit the overlap pass keeps under `model`: a rank's peak live
 // bytes under the jit plan (ComputeBufferLifetimes, program order). A model

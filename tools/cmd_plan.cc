@@ -14,6 +14,8 @@
 #include "scheduler/passes/lower.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "stages/predict.h"
+#include "stages/timeline_trace.h"
 #include "tools/memory_trace.h"
 #include "traces/chrome_trace_writer.h"
 
@@ -177,6 +179,10 @@ int RunPlan(const Command& command, const Invocation& invocation) {
   // map and trace tracks are out.
   std::vector<RankRow> rows(schedule->pp);
   std::string map;
+  // With times in the model the trace shows simulated time (the plan's
+  // buffers, kept for the simulation), else program index.
+  const bool simulated_trace = trace.has_value() && HasTimes(*model);
+  std::vector<RankBuffers> buffers;
   for (int rank = 0; rank < schedule->pp; ++rank) {
     RankMemoryPlan plan;
     if (absl::Status s = PlanRank(*schedule, *model, rank, *options, rows[rank], plan); !s.ok()) {
@@ -185,9 +191,22 @@ int RunPlan(const Command& command, const Invocation& invocation) {
     if (rank == map_rank) {
       map = absl::StrCat(plan.ToString(), MemoryMap(plan, schedule->ranks[rank]));
     }
-    if (trace.has_value()) AddPlanToTrace(plan, schedule->ranks[rank], *trace);
+    if (simulated_trace) {
+      buffers.push_back(plan.buffers);
+    } else if (trace.has_value()) {
+      AddPlanToTrace(plan, schedule->ranks[rank], *trace);
+    }
+  }
+  if (simulated_trace) {
+    absl::StatusOr<Prediction> p = SimulatePlanned(*schedule, *model, buffers, true);
+    if (!p.ok()) {
+      return Fail(command, absl::Status(p.status().code(),
+                                        absl::StrCat(path, ": ", p.status().message())));
+    }
+    AddTimelineToTrace(p->lowered, p->executable, p->simulation.timeline, *trace);
   }
   if (trace.has_value()) {
+    trace->SetMetadata("clock", simulated_trace ? "simulated" : "program index");
     if (absl::Status s = trace->Finish(); !s.ok()) return Fail(command, s);
   }
   if (absl::GetFlag(FLAGS_json)) {
@@ -211,8 +230,10 @@ Command PlanCommand() {
                  "the jit and eager peaks side by side, the liveness lower bound (what any "
                  "placement of the receives must hold) and a static arena with an offset for "
                  "every buffer (64-byte aligned, best fit). --trace writes a Chrome trace with "
-                 "a memory counter per rank and category over program index; --map prints one "
-                 "rank's buffers and an ASCII map of its arena.",
+                 "a memory counter per rank and category: over simulated time when the model "
+                 "gives compute times (the jitpipe simulate timeline, memory under --policy), "
+                 "else over program index; --map prints one rank's buffers and an ASCII map of "
+                 "its arena.",
       .flags = {"model", "policy", "prefetch", "json", "trace", "map", "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,

@@ -115,6 +115,31 @@ TEST_F(CmdPlanTest, TraceHasMemoryCountersPerRankOverProgramIndex) {
   EXPECT_EQ(doc["otherData"]["format"], "jitpipe.trace");
 }
 
+// A model with times: the trace shows the simulated step (as jitpipe
+// simulate --trace does), memory under the plan's policy at simulated times.
+TEST_F(CmdPlanTest, TraceWithTimesIsInSimulatedTime) {
+  WriteTextFile(dir_ + "/timed.json", R"({"format": "jitpipe.model", "version": 1,
+   "defaults": {"forward_us": 10, "backward_input_us": 10, "backward_weight_us": 10,
+                "input_bytes": 64, "output_bytes": 128, "stash_bytes": 256}})");
+  const std::string trace = dir_ + "/t.json";
+  CliResult r =
+      RunCli({"plan", dir_ + "/s.json", "--model", dir_ + "/timed.json", "--trace", trace});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_OK_AND_ASSIGN(ChromeTraceSummary summary, ReadAndCheckChromeTrace(trace));
+  EXPECT_GT(summary.counters, 0);
+  std::ifstream in(trace);
+  nlohmann::json doc = nlohmann::json::parse(in);
+  EXPECT_EQ(doc["otherData"]["clock"], "simulated");
+  // F0 on rank 1 runs [10, 20] us (written 1 us later), B0 [20, 40].
+  std::vector<std::pair<double, double>> compute;
+  for (const nlohmann::json& e : doc["traceEvents"]) {
+    if (e["ph"] == "X" && e["pid"] == 1 && e["cat"] == "compute") {
+      compute.push_back({e["ts"].get<double>(), e["dur"].get<double>()});
+    }
+  }
+  EXPECT_EQ(compute, (std::vector<std::pair<double, double>>{{11, 10}, {21, 20}}));
+}
+
 TEST_F(CmdPlanTest, MapPrintsOneRanksBuffersAndArena) {
   CliResult r =
       RunCli({"plan", dir_ + "/s.json", "--model", dir_ + "/m.json", "--map", "1"});
