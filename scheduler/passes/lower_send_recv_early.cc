@@ -76,6 +76,7 @@ class RoundRobin {
   }
 
   bool Ready(int rank, const Action& a) const {
+    if (a.is_bubble()) return true;  // it only spends its round-robin turn
     if (!a.is_compound()) return LeafReady(rank, a);
     for (const Action& sub : a.sub_actions) {
       if (!LeafReady(rank, sub)) return false;
