@@ -22,8 +22,8 @@ namespace jitpipe {
 namespace {
 
 constexpr absl::string_view kSigtermMessage =
-    "terminated by the launcher (SIGTERM), as mpirun does once another process of the job "
-    "has died or exited with an error";
+    "terminated by the launcher (SIGTERM): mpirun sends it once another process of the job "
+    "has died or exited with an error, or when mpirun itself is interrupted";
 
 constexpr absl::Duration kGraceAfterSigterm = absl::Milliseconds(500);
 

@@ -190,7 +190,7 @@ TEST(MpiKillJobTest, TheOthersFailWithAClearErrorAndNothingHangs) {
   for (int w : {0, 1, 3}) {
     EXPECT_THAT(r.err, HasSubstr(absl::StrCat("rank ", w, " stopped: rank ")));
   }
-  EXPECT_THAT(r.err, HasSubstr("was terminated by the launcher (SIGTERM), as mpirun does once "
+  EXPECT_THAT(r.err, HasSubstr("was terminated by the launcher (SIGTERM): mpirun sends it once "
                                "another process of the job has died or exited with an error"));
   EXPECT_THAT(r.err, HasSubstr("no report, died or did not answer (2)"));
   EXPECT_THAT(r.err, Not(HasSubstr("rank 2 stopped")));
