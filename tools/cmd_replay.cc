@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "base/json_document.h"
 #include "base/status_macros.h"
 #include "scheduler/ir/model.h"
@@ -269,6 +270,9 @@ absl::StatusOr<std::optional<MlpComparison>> CheckMlp(const ReplayResult& r,
 }
 
 int RunReplay(const Command& command, const Invocation& invocation) {
+  // Every transport and recorder operation takes a mutex; abseil's deadlock
+  // detection (on in this abseil build) would cost each one a graph lookup.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::optional<Model> model;
   if (const std::string model_path = absl::GetFlag(FLAGS_model); !model_path.empty()) {
     absl::StatusOr<Model> loaded = LoadModel(model_path);
