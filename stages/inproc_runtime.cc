@@ -135,6 +135,9 @@ class Run {
       out.status = made.status();
       if (made.ok()) executor = *std::move(made);
     }
+    // Every step's record is allocated before the first step, so memory
+    // stays flat while the steps run (tests/stages/soak_test.cc).
+    out.steps.resize(options_.steps);
     for (int step = 0; out.status.ok() && step < options_.steps; ++step) {
       out.status = barrier_.Wait(options_.timeout);
       if (out.status.code() == absl::StatusCode::kAborted) break;  // another rank failed
@@ -144,7 +147,7 @@ class Run {
         out.status = result.status();
         break;
       }
-      out.steps.push_back(*std::move(result));
+      out.steps[step] = *std::move(result);
       if (w == 0 && options_.on_step) options_.on_step(step + 1);
     }
     if (!out.status.ok()) Fail(w, out.status, transport);
