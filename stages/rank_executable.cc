@@ -27,7 +27,8 @@ class TransferIndex {
   std::vector<int32_t> ids_;
 };
 
-absl::StatusOr<std::vector<Transfer>> BuildTransfers(const Schedule& s, const Model& model,
+absl::StatusOr<std::vector<Transfer>> BuildTransfers(const Schedule& s,
+                                                     const std::vector<StageCost>& costs,
                                                      TransferIndex& index) {
   std::vector<Transfer> transfers;
   for (int r = 0; r < s.pp; ++r) {  // sends first: they own the transfer
@@ -43,7 +44,7 @@ absl::StatusOr<std::vector<Transfer>> BuildTransfers(const Schedule& s, const Mo
       int32_t& id = index.At(a.kind, a.stage, a.microbatch);
       if (id != kNoTransfer) return Error(r, i, a, "sent twice");
       id = static_cast<int32_t>(transfers.size());
-      StageCost cost = model.ForStage(a.stage);
+      const StageCost& cost = costs[a.stage];
       transfers.push_back({a.kind, a.stage, a.microbatch, r, s.RankOf(peer_stage), i, -1,
                            forward ? cost.output_bytes : cost.input_bytes,
                            TransferTag(s, a.kind, a.stage, a.microbatch)});
@@ -133,32 +134,51 @@ class BufferIndex {
 };
 
 // Groups the buffers' alloc/free events by program index into the step
-// ranges of `exe` (counting sort, so the id lists stay ascending).
+// ranges of `exe`: a counting sort per list (count per index, then place),
+// so the id lists stay ascending and no per-step vector is allocated.
 void AttachMemoryEvents(const RankBuffers& buffers, RankExecutable& exe) {
   const size_t n = exe.steps.size();
-  std::vector<std::vector<int32_t>> alloc(n), release(n), on_send(n);
-  for (int32_t id = 0; id < static_cast<int32_t>(buffers.buffers.size()); ++id) {
-    const Buffer& b = buffers.buffers[id];
+  const size_t num_buffers = buffers.buffers.size();
+  exe.buffer_bytes.reserve(num_buffers);
+  exe.buffer_category.reserve(num_buffers);
+  // Per step: how many ids each of its three lists gets (list 0 allocate,
+  // 1 release, 2 release on send), then the list's first slot.
+  std::vector<int32_t> count(3 * n, 0);
+  auto list_of = [](const Buffer& b) {
+    return b.free_timing == FreeTiming::kAfterSend ? 2 : 1;
+  };
+  for (const Buffer& b : buffers.buffers) {
     exe.buffer_bytes.push_back(b.bytes);
     exe.buffer_category.push_back(b.category());
-    (b.alloc_timing == AllocTiming::kStepStart ? exe.allocate_at_start : alloc[b.alloc_index])
-        .push_back(id);
-    switch (b.free_timing) {
-      case FreeTiming::kAfterAction: release[b.free_index].push_back(id); break;
-      case FreeTiming::kAfterSend: on_send[b.free_index].push_back(id); break;
-      case FreeTiming::kStepEnd: exe.release_at_end.push_back(id); break;
-    }
+    if (b.alloc_timing != AllocTiming::kStepStart) ++count[3 * b.alloc_index];
+    if (b.free_timing != FreeTiming::kStepEnd) ++count[3 * b.free_index + list_of(b)];
   }
-  auto append = [&exe](const std::vector<int32_t>& ids, int32_t& begin, int32_t& end) {
-    begin = static_cast<int32_t>(exe.buffer_lists.size());
-    exe.buffer_lists.insert(exe.buffer_lists.end(), ids.begin(), ids.end());
-    end = static_cast<int32_t>(exe.buffer_lists.size());
-  };
+  int32_t next = static_cast<int32_t>(exe.buffer_lists.size());
   for (size_t i = 0; i < n; ++i) {
     ExecStep& step = exe.steps[i];
-    append(alloc[i], step.allocate_begin, step.allocate_end);
-    append(release[i], step.release_begin, step.release_end);
-    append(on_send[i], step.release_on_send_begin, step.release_on_send_end);
+    int32_t* begins[3] = {&step.allocate_begin, &step.release_begin, &step.release_on_send_begin};
+    int32_t* ends[3] = {&step.allocate_end, &step.release_end, &step.release_on_send_end};
+    for (int k = 0; k < 3; ++k) {
+      *begins[k] = next;
+      next += count[3 * i + k];
+      *ends[k] = *begins[k];  // advanced as ids are placed
+    }
+  }
+  exe.buffer_lists.resize(next);
+  for (int32_t id = 0; id < static_cast<int32_t>(num_buffers); ++id) {
+    const Buffer& b = buffers.buffers[id];
+    if (b.alloc_timing == AllocTiming::kStepStart) {
+      exe.allocate_at_start.push_back(id);
+    } else {
+      exe.buffer_lists[exe.steps[b.alloc_index].allocate_end++] = id;
+    }
+    if (b.free_timing == FreeTiming::kStepEnd) {
+      exe.release_at_end.push_back(id);
+    } else {
+      ExecStep& step = exe.steps[b.free_index];
+      int32_t& end = list_of(b) == 2 ? step.release_on_send_end : step.release_end;
+      exe.buffer_lists[end++] = id;
+    }
   }
 }
 
@@ -294,7 +314,7 @@ absl::StatusOr<Executable> BuildExecutable(const Schedule& schedule, const Model
   for (int s = 0; s < schedule.num_stages(); ++s) costs.push_back(model.ForStage(s));
   TransferIndex index(schedule.num_stages(), schedule.microbatches_per_chain());
   Executable exe;
-  ASSIGN_OR_RETURN(exe.transfers, BuildTransfers(schedule, model, index));
+  ASSIGN_OR_RETURN(exe.transfers, BuildTransfers(schedule, costs, index));
   for (int r = 0; r < schedule.pp; ++r) {
     ASSIGN_OR_RETURN(RankExecutable rank,
                      RankBuilder(schedule, costs, r, buffers[r], index).Build(model));
