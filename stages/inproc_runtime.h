@@ -82,7 +82,9 @@ struct ReplayResult {
   std::vector<double> step_loss;  // per step: sum of Stage::Loss over ranks and replicas
   std::vector<double> step_us;    // per step: first rank's start to last rank's end
   // Per step, the longest time a rank waited at its end for reductions
-  // still running (what the compute did not hide); the median over steps.
+  // still running: what the compute did not hide, including the wait for
+  // the other replicas to join the collective (their skew); the median over
+  // steps. With dp = 1 it is the cost of the 1-member collectives.
   double exposed_reduce_us = 0;
   int64_t peak_in_flight_bytes = 0;  // staged by the eager protocol, whole world
   std::vector<RankReplay> ranks;     // by world rank
