@@ -1,6 +1,8 @@
 #include "stages/simulator.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "memory/buffer_lifetimes.h"
@@ -73,6 +75,55 @@ TEST(SimulatorTest, LatencyDelaysEveryHop) {
   // F0 on rank 0 [0,1], hop 10, F0 on rank 1 [11,12], B0 [12,14], hop 10, B0 on rank 0 [24,26].
   EXPECT_EQ(r.makespan_us, 26);
   EXPECT_FALSE(r.timeline.spans.empty());
+}
+
+// GPipe pp 2, one microbatch, 100-byte outputs (and output gradients). Rank
+// 0 sends its output at t = 1; with 10 us of latency the transfer completes
+// at 11, so the output is still live when the output gradient's receive
+// buffer comes at t = 1: 200 bytes. With free transfers the output is gone
+// at t = 1 first (frees before allocations at one time): 100 bytes.
+TEST(SimulatorTest, SentOutputsLiveUntilTheirTransferCompletes) {
+  nlohmann::json d = ReadTestdataJson("conformance/pytorch/GPipe_pp2_mb1_v1.json");
+  ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleCsv(CsvFromJson(d["ranks_send_recv_only"])));
+  Model m = UnitModel();
+  m.defaults.output_bytes = 100;
+  ASSERT_OK_AND_ASSIGN(SimulationResult free_comm, SimulateLowered(s, m));
+  EXPECT_EQ(free_comm.ranks[0].peak_bytes, 100);
+  m.p2p.latency_us = 10;
+  ASSERT_OK_AND_ASSIGN(SimulationResult slow, SimulateLowered(s, m, /*timeline=*/true));
+  EXPECT_EQ(slow.ranks[0].peak_bytes, 200);
+  std::vector<std::pair<double, int64_t>> rank0;  // (time, activation bytes)
+  for (const MemorySample& sample : slow.timeline.memory) {
+    if (sample.rank == 0) {
+      rank0.push_back(
+          {sample.time_us, sample.bytes[static_cast<int>(MemoryCategory::kActivations)]});
+    }
+  }
+  EXPECT_EQ(rank0, (std::vector<std::pair<double, int64_t>>{{0, 100}, {1, 100}, {11, 0},
+                                                              {24, 0}, {26, 0}}));
+}
+
+// The reduction of a stage starts once its last W (or B) has run and the
+// reduction stream is free; no compute waits for it, only the step's end.
+TEST(SimulatorTest, ReductionsRunBesideComputeAndEndTheStep) {
+  // 1F1B pp 4, m 8, lowered by PyTorch, each rank's REDUCE_GRAD appended.
+  nlohmann::json d = ReadTestdataJson("conformance/pytorch/1F1B_pp4_mb8_v1.json");
+  ASSERT_OK_AND_ASSIGN(Schedule lowered, ParseScheduleCsv(CsvFromJson(
+                                             d["ranks_runtime_equivalent_send_recv"])));
+  for (int r = 0; r < 4; ++r) {
+    lowered.ranks[r].push_back(Action::StageWide(ActionKind::kReduceGrad, r));
+  }
+  Model m = UnitModel();
+  m.dp.size = 2;
+  m.dp.link.gb_per_s = 1;         // 1000 bytes per us
+  m.defaults.param_bytes = 5000;  // 5 us per stage
+  ASSERT_OK_AND_ASSIGN(SimulationResult res, SimulateLowered(lowered, m));
+  // Rank 0 ends its compute last, at 33; its reduction runs [33, 38].
+  EXPECT_DOUBLE_EQ(res.makespan_us, 38);
+  EXPECT_DOUBLE_EQ(res.exposed_reduce_us, 5);
+  EXPECT_DOUBLE_EQ(res.ranks[3].end_us, 24 + 3 + 5);  // rank 3: compute [3, 27]
+  EXPECT_DOUBLE_EQ(res.total_reduce_us, 20);
+  EXPECT_DOUBLE_EQ(res.max_rank_reduce_us, 5);
 }
 
 }  // namespace
