@@ -188,6 +188,11 @@ absl::Status CheckTime(const std::optional<double>& t, absl::string_view field) 
 
 absl::Status CheckBytes(const std::optional<int64_t>& b, absl::string_view field) {
   if (b.has_value() && *b < 0) return NotAWholeNumber(field, 0, absl::StrCat(*b));
+  if (b.has_value() && *b > kMaxModelBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", field, "\" is ", *b,
+                                                   " bytes; at most ", kMaxModelBytes,
+                                                   " (1 TiB) per buffer"));
+  }
   return absl::OkStatus();
 }
 

@@ -165,8 +165,13 @@ struct Model {
   double ComputeUs(const Action& action) const;
 };
 
+// At most this many bytes in one buffer (1 TiB): gradients in a wider dtype
+// than the parameters (x4) and sums over millions of live buffers then stay
+// within int64.
+inline constexpr int64_t kMaxModelBytes = int64_t{1} << 40;
+
 // Checks the ranges of every field, naming it: times finite and >= 0, byte
-// sizes >= 0, param_bytes a whole number of param_dtype elements, override
+// sizes in [0, kMaxModelBytes], param_bytes a whole number of param_dtype elements, override
 // indices >= 0 and distinct, dp.size >= 1, dp.buckets >= 1. Errors: InvalidArgument, e.g.
 //   "stages[1].forward_us" must be a finite number >= 0, found -1
 absl::Status ValidateModel(const Model& model);

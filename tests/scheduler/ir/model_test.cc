@@ -193,6 +193,10 @@ INSTANTIATE_TEST_SUITE_P(
                  R"("dp.gb_per_s" must be a finite number >= 0, found -100)"},
         BadModel{R"("p2p": {"latency_us": "fast"})",
                  R"("p2p.latency_us" must be a finite number >= 0, found "fast")"},
+        // fp8 parameters of 2^62 bytes would have 2^64 bytes of fp32 gradients.
+        BadModel{R"("defaults": {"param_bytes": 4611686018427387904})",
+                 R"("defaults.param_bytes" is 4611686018427387904 bytes; at most )"
+                 R"(1099511627776 (1 TiB) per buffer)"},
         BadModel{R"("defaults": {"param_bytes": 6})",
                  R"("defaults.param_bytes" is 6, not a whole number of fp32 elements )"
                  R"((4 bytes each; dp.param_dtype))"}));
