@@ -7,6 +7,8 @@
 // with --overlap) and simulated (stages/predict.h); its memory is planned
 // under jit (peak and arena) and eager (peak), the worst rank of each. The
 // table is sorted by makespan (ties by name) and the best is marked "*";
+// "work" is each rank's stage-microbatch pairs (the model's costs are per
+// stage, so rows with different work do different amounts of compute);
 // schedules that refuse the parameters are listed after it with the
 // generator's reason. --json prints the same as one object. Exit 1 when no
 // schedule accepts the parameters.
@@ -43,6 +45,7 @@ using Json = nlohmann::ordered_json;
 struct Row {
   std::string schedule;
   int stages_per_rank = 0;
+  int64_t work = 0;  // stage-microbatch pairs per rank: how much the per-stage costs add up to
   SimulationResult sim;
   int64_t sim_peak = 0;  // at simulated time, jit
   int64_t jit_peak = 0;  // the jit plan's, program order
@@ -94,7 +97,10 @@ absl::StatusOr<Row> Evaluate(const GeneratorInfo& g, int pp, int mbs, int v, con
                    Generate({.schedule = g.name, .pp = pp, .microbatches = mbs,
                              .stages_per_rank = v}));
   ASSIGN_OR_RETURN(Prediction p, Predict(s, model, {.overlap = overlap}));
-  Row row{.schedule = g.name, .stages_per_rank = s.stages_per_rank, .sim = p.simulation};
+  Row row{.schedule = g.name,
+          .stages_per_rank = s.stages_per_rank,
+          .work = int64_t{s.num_stages()} * s.microbatches_per_chain() / s.pp,
+          .sim = p.simulation};
   for (const RankSimulation& rank : p.simulation.ranks) {
     row.sim_peak = std::max(row.sim_peak, rank.peak_bytes);
   }
@@ -106,23 +112,25 @@ void PrintTable(const std::vector<Row>& rows, const std::vector<Skipped>& skippe
                 int mbs) {
   std::printf("pp %d, %d microbatches; sorted by makespan, * = best; memory: the worst rank\n",
               pp, mbs);
-  std::printf("  %-18s %2s %12s %8s %12s %12s %12s %12s %12s\n", "schedule", "v", "makespan us",
-              "bubble", "span bubble", "exposed red", "jit peak", "eager peak", "arena");
+  std::printf("  %-18s %2s %6s %12s %8s %12s %12s %12s %12s %12s\n", "schedule", "v", "work",
+              "makespan us", "bubble", "span bubble", "exposed red", "jit peak", "eager peak",
+              "arena");
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
-    std::printf("%c %-18s %2d %12.6g %7.2f%% %11.2f%% %9.4g us %12s %12s %12s\n",
-                i == 0 ? '*' : ' ', r.schedule.c_str(), r.stages_per_rank, r.sim.makespan_us,
+    std::printf("%c %-18s %2d %6lld %12.6g %7.2f%% %11.2f%% %9.4g us %12s %12s %12s\n",
+                i == 0 ? '*' : ' ', r.schedule.c_str(), r.stages_per_rank,
+                static_cast<long long>(r.work), r.sim.makespan_us,
                 100 * r.sim.bubble_fraction, 100 * r.sim.span_bubble_fraction,
                 r.sim.exposed_reduce_us, Bytes(r.jit_peak).c_str(), Bytes(r.eager_peak).c_str(),
                 Bytes(r.arena).c_str());
   }
-  const bool mixed = std::any_of(rows.begin(), rows.end(), [&](const Row& r) {
-    return r.stages_per_rank != rows.front().stages_per_rank;
-  });
+  const bool mixed = std::any_of(rows.begin(), rows.end(),
+                                 [&](const Row& r) { return r.work != rows.front().work; });
   if (mixed) {
-    std::printf("note: the model's costs are per stage, and a schedule with v stages per rank "
-                "runs v stages' work per rank; pass --stages-per-rank to compare like with "
-                "like\n");
+    std::printf("note: work = stage-microbatch pairs per rank; the model's costs are per stage, "
+                "so rows with different work run different amounts of compute (a stage of a "
+                "v-stage schedule is 1/v of a rank's layers; DualPipe runs two model copies of "
+                "m/2 microbatches)\n");
   }
   if (skipped.empty()) return;
   std::printf("not valid for these parameters:\n");
@@ -141,6 +149,7 @@ void PrintJson(const std::vector<Row>& rows, const std::vector<Skipped>& skipped
     const Row& r = rows[i];
     list.push_back({{"schedule", r.schedule},
                     {"stages_per_rank", r.stages_per_rank},
+                    {"work", r.work},
                     {"best", i == 0},
                     {"makespan_us", r.sim.makespan_us},
                     {"bubble_fraction", r.sim.bubble_fraction},

@@ -45,6 +45,7 @@ TEST_F(CmdCompareTest, JsonSortsByMakespanAndListsTheSkipped) {
   EXPECT_EQ(rows[0]["schedule"], "dualpipe");
   EXPECT_EQ(rows[0]["makespan_us"], 26);
   EXPECT_EQ(rows[0]["best"], true);
+  EXPECT_EQ(rows[0]["work"], 8);
   for (size_t i = 1; i < rows.size(); ++i) {
     EXPECT_EQ(rows[i]["best"], false);
     EXPECT_LE(rows[i - 1]["makespan_us"].get<double>(), rows[i]["makespan_us"].get<double>());
@@ -69,7 +70,9 @@ TEST_F(CmdCompareTest, TableMarksTheBestAndSaysWhatWasSkipped) {
                         "--model", model_});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, StartsWith("pp 4, 8 microbatches; sorted by makespan, * = best"));
-  EXPECT_THAT(r.out, HasSubstr("\n* dualpipe            2           26 "));
+  EXPECT_THAT(r.out, HasSubstr("\n* dualpipe            2      8           26 "));
+  EXPECT_THAT(r.out, HasSubstr("\n  zbv                 2     16           51 "));
+  EXPECT_THAT(r.out, HasSubstr("note: work = stage-microbatch pairs per rank"));
   EXPECT_THAT(r.out, HasSubstr("not valid for these parameters:\n  gpipe: needs exactly 1 stage "
                                "per rank, got 2\n"));
 }
@@ -77,9 +80,9 @@ TEST_F(CmdCompareTest, TableMarksTheBestAndSaysWhatWasSkipped) {
 TEST_F(CmdCompareTest, DefaultStagesPerRankMixesAndSaysSo) {
   CliResult r = RunCli({"compare", "--pp", "2", "--microbatches", "4", "--model", model_});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("  gpipe               1 "));
-  EXPECT_THAT(r.out, HasSubstr("  zbv                 2 "));
-  EXPECT_THAT(r.out, HasSubstr("note: the model's costs are per stage"));
+  EXPECT_THAT(r.out, HasSubstr("  gpipe               1      4 "));
+  EXPECT_THAT(r.out, HasSubstr("  zbv                 2      8 "));
+  EXPECT_THAT(r.out, HasSubstr("note: work = stage-microbatch pairs per rank"));
 }
 
 TEST_F(CmdCompareTest, ExitCodes) {
