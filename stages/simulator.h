@@ -19,7 +19,8 @@
 //   - UNSHARD gathers the stage's parameters on its own stream:
 //     dp.latency_us + param_bytes (size-1)/size / bandwidth; RESHARD is free.
 // Memory events happen at simulated times: an allocation when its step
-// starts, a free when its step ends, a sent buffer's free when its transfer
+// starts (a REDUCE_GRAD's step starts with its first bucket), a free when its
+// step ends, a sent buffer's free when its transfer
 // completes (not when the SEND is posted), step-start and step-end buffers at
 // 0 and at the rank's end.
 //
@@ -37,7 +38,8 @@
 // a span per compute step (kCompute), per SEND / RECV from its post to the
 // transfer's completion (kSend / kRecv, with the transfer id), per reduction
 // bucket (kReduce, with its bucket number) and per UNSHARD (kUnshard);
-// memory samples per rank by category at every time the live bytes change.
+// memory samples per rank by category at every time a buffer is allocated or
+// freed (the last event at that time).
 #ifndef JITPIPE_STAGES_SIMULATOR_H_
 #define JITPIPE_STAGES_SIMULATOR_H_
 
