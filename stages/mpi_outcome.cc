@@ -3,6 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/atomic_file.h"
 #include "nlohmann/json.hpp"
 
 namespace jitpipe {
@@ -107,6 +109,70 @@ absl::StatusOr<MpiRankFailure> DecodeRankFailure(absl::string_view text) {
     failure.dump_error = j.at("dump_error").get<std::string>();
     return failure;
   });
+}
+
+int RootFailure(const MpiFailures& failures) {
+  int root = 0;
+  auto earlier = [&](int w) {
+    const MpiRankFailure& a = *failures[w];
+    const MpiRankFailure& b = *failures[root];
+    const bool a_cause = a.status.code() != absl::StatusCode::kAborted;
+    const bool b_cause = b.status.code() != absl::StatusCode::kAborted;
+    return a_cause != b_cause ? a_cause : a.failed_at_us < b.failed_at_us;
+  };
+  for (int w = 1; w < static_cast<int>(failures.size()); ++w) {
+    if (failures[w].has_value() && earlier(w)) root = w;
+  }
+  return root;
+}
+
+std::string HowOthersStopped(const MpiFailures& failures, int root) {
+  std::vector<int> aborted, timed_out, failed, silent;
+  for (int w = 0; w < static_cast<int>(failures.size()); ++w) {
+    if (w == root) continue;
+    if (!failures[w].has_value()) {
+      silent.push_back(w);
+      continue;
+    }
+    const absl::StatusCode code = failures[w]->status.code();
+    if (code == absl::StatusCode::kAborted) {
+      aborted.push_back(w);
+    } else if (code == absl::StatusCode::kDeadlineExceeded) {
+      timed_out.push_back(w);
+    } else {
+      failed.push_back(w);
+    }
+  }
+  std::vector<std::string> parts;
+  auto add = [&](absl::string_view how, const std::vector<int>& ranks) {
+    if (!ranks.empty()) parts.push_back(absl::StrCat(how, " (", absl::StrJoin(ranks, ", "), ")"));
+  };
+  add("aborted", aborted);
+  add("timed out", timed_out);
+  add("failed", failed);
+  add("no report, died or did not answer", silent);
+  return absl::StrJoin(parts, ", ");
+}
+
+std::string KeepRecords(const MpiFailures& failures, const std::string& dir,
+                        std::vector<FlightRecord>& records) {
+  std::vector<std::string> unwritten;
+  for (int w = 0; w < static_cast<int>(failures.size()); ++w) {
+    if (!failures[w].has_value()) continue;
+    const MpiRankFailure& f = *failures[w];
+    absl::StatusOr<FlightRecord> record = ParseFlightRecord(f.record);
+    if (record.ok()) records.push_back(*std::move(record));
+    absl::Status written;
+    if (dir.empty()) {
+      // nothing is kept on disk
+    } else if (w != 0) {
+      written = WriteFileAtomically(absl::StrCat(dir, "/rank_", w, ".json"), f.record);
+    } else if (!f.dump_error.empty()) {  // rank 0 dumped its own
+      written = absl::UnavailableError(f.dump_error);
+    }
+    if (!written.ok()) unwritten.push_back(absl::StrCat(w, " (", written.message(), ")"));
+  }
+  return absl::StrJoin(unwritten, ", ");
 }
 
 }  // namespace jitpipe

@@ -1,5 +1,6 @@
-// What each process of an MPI replay (mpi_runtime.h) sends to world rank 0:
-// its outcome after a run, or its failure. The encoding is JSON text, so it
+// What each process of an MPI replay (mpi_runtime.h) sends to world rank 0 --
+// its outcome after a run, or its failure -- and what rank 0 makes of the
+// failures. The encoding is JSON text, so it
 // is exact (doubles round-trip), independent of the hosts' byte order and
 // readable when debugging; it is an internal wire format, not a file format.
 //
@@ -8,12 +9,14 @@
 #define JITPIPE_STAGES_MPI_OUTCOME_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "comm/flight_analysis.h"
 #include "stages/rank_executor.h"
 
 namespace jitpipe {
@@ -38,6 +41,26 @@ absl::StatusOr<MpiRankOutcome> DecodeRankOutcome(absl::string_view text);
 std::string EncodeRankFailure(const MpiRankFailure& failure);
 // Errors: InvalidArgument when `text` is not an encoded failure.
 absl::StatusOr<MpiRankFailure> DecodeRankFailure(absl::string_view text);
+
+// What rank 0 knows after a failure, by world rank (nullopt: no report).
+// REQUIRES for the functions below: failures[0] is set (rank 0's own).
+using MpiFailures = std::vector<std::optional<MpiRankFailure>>;
+
+// The root failure's world rank: the earliest failure that is not an
+// abort (a consequence of another rank's failure), else the earliest.
+int RootFailure(const MpiFailures& failures);
+
+// How the ranks other than `root` stopped: "aborted (0, 3), timed out (1),
+// failed (4), no report, died or did not answer (2)"; "" for a world of one.
+std::string HowOthersStopped(const MpiFailures& failures, int root);
+
+// Appends every reported flight record that parses to `records`, and when
+// `dir` is set writes those of ranks other than 0 into dir/rank_<w>.json
+// (on many hosts rank 0's directory then holds them all; rank 0 dumped its
+// own). Returns the ranks whose record is not in `dir` and why, as
+// "3 (<error>), ..."; "" when all are, or when `dir` is not set.
+std::string KeepRecords(const MpiFailures& failures, const std::string& dir,
+                        std::vector<FlightRecord>& records);
 
 }  // namespace jitpipe
 

@@ -168,14 +168,15 @@ class MpiRun {
     transport_.Abort(std::string(status.message()));
     if (buffers_ != nullptr) context_.RetainUntilEnd(buffers_);
     absl::Status dumped;
-    if (!options_.flight_dir.empty())
+    if (!options_.flight_dir.empty()) {
       dumped = recorder_.Dump(options_.flight_dir, status.message());
+    }
     MpiRankFailure mine{world_rank_, status, failed_at_us, recorder_.ToJson(status.message()),
                         std::string(dumped.message())};
     std::vector<std::optional<std::string>> payloads =
         context_.CollectAfterFailure(EncodeRankFailure(mine), options_.timeout);
     if (world_rank_ != 0) return status;
-    std::vector<std::optional<MpiRankFailure>> failures(payloads.size());
+    MpiFailures failures(payloads.size());
     for (size_t w = 0; w < payloads.size(); ++w) {
       if (!payloads[w].has_value()) continue;
       absl::StatusOr<MpiRankFailure> decoded = DecodeRankFailure(*payloads[w]);
@@ -185,65 +186,19 @@ class MpiRun {
     return FailureReport(failures);
   }
 
-  // Rank 0: writes the others' records into its flight_dir and names the
-  // root failure, how the others stopped and, for a timeout, the analysis.
-  absl::Status FailureReport(const std::vector<std::optional<MpiRankFailure>>& failures) const {
-    int root = 0;
-    auto earlier = [&](int w) {
-      const MpiRankFailure& a = *failures[w];
-      const MpiRankFailure& b = *failures[root];
-      const bool a_cause = a.status.code() != absl::StatusCode::kAborted;
-      const bool b_cause = b.status.code() != absl::StatusCode::kAborted;
-      return a_cause != b_cause ? a_cause : a.failed_at_us < b.failed_at_us;
-    };
-    for (int w = 1; w < static_cast<int>(failures.size()); ++w) {
-      if (failures[w].has_value() && earlier(w)) root = w;
-    }
-    std::vector<int> aborted, timed_out, failed, silent;
-    std::vector<FlightRecord> records;
-    std::vector<std::string> unwritten;
-    for (int w = 0; w < static_cast<int>(failures.size()); ++w) {
-      if (!failures[w].has_value()) {
-        silent.push_back(w);
-        continue;
-      }
-      const MpiRankFailure& f = *failures[w];
-      absl::StatusOr<FlightRecord> record = ParseFlightRecord(f.record);
-      if (record.ok()) records.push_back(*std::move(record));
-      absl::Status written =
-          f.dump_error.empty() ? absl::OkStatus() : absl::UnavailableError(f.dump_error);
-      if (w != 0 && !options_.flight_dir.empty()) {
-        written.Update(
-            WriteFileAtomically(absl::StrCat(options_.flight_dir, "/rank_", w, ".json"), f.record));
-      }
-      if (!written.ok()) unwritten.push_back(absl::StrCat(w, " (", written.message(), ")"));
-      if (w == root) continue;
-      switch (f.status.code()) {
-        case absl::StatusCode::kAborted:
-          aborted.push_back(w);
-          break;
-        case absl::StatusCode::kDeadlineExceeded:
-          timed_out.push_back(w);
-          break;
-        default:
-          failed.push_back(w);
-          break;
-      }
-    }
+  // Rank 0: keeps the others' records in its flight_dir and names the root
+  // failure, how the others stopped and, for a timeout, the analysis.
+  absl::Status FailureReport(const MpiFailures& failures) const {
+    const int root = RootFailure(failures);
     const absl::Status& cause = failures[root]->status;
     std::string message(cause.message());
-    std::vector<std::string> others;
-    auto add = [&](absl::string_view how, const std::vector<int>& ranks) {
-      if (!ranks.empty())
-        others.push_back(absl::StrCat(how, " (", absl::StrJoin(ranks, ", "), ")"));
-    };
-    add("aborted", aborted);
-    add("timed out", timed_out);
-    add("failed", failed);
-    add("no report, died or did not answer", silent);
-    if (!others.empty()) absl::StrAppend(&message, "; other ranks: ", absl::StrJoin(others, ", "));
-    if (!unwritten.empty()) {
-      absl::StrAppend(&message, "; flight records not written: ", absl::StrJoin(unwritten, ", "));
+    if (std::string others = HowOthersStopped(failures, root); !others.empty()) {
+      absl::StrAppend(&message, "; other ranks: ", others);
+    }
+    std::vector<FlightRecord> records;
+    if (std::string unwritten = KeepRecords(failures, options_.flight_dir, records);
+        !unwritten.empty()) {
+      absl::StrAppend(&message, "; flight records not written: ", unwritten);
     }
     if (cause.code() == absl::StatusCode::kDeadlineExceeded) {
       const FlightAnalysis analysis = AnalyzeFlightRecords(records);
