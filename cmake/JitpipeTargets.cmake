@@ -38,4 +38,7 @@ function(jitpipe_add_executable name)
   target_compile_options(${name} PRIVATE
       $<$<COMPILE_LANGUAGE:CXX>:${JITPIPE_WARNINGS}>)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+  if(TARGET jitpipe_tsan_annotations)  # JITPIPE_TSAN builds (JitpipeTsan.cmake)
+    target_link_libraries(${name} PRIVATE jitpipe_tsan_annotations)
+  endif()
 endfunction()
