@@ -16,8 +16,10 @@
 #include "tools/common_flags.h"
 
 ABSL_FLAG(std::string, recv, "jit",
-          "where receives go: jit (just before the consumer, deadlock-free) or early "
-          "(PyTorch's _add_send_recv)");
+          "where receives go: jit (right before the consumer: deadlock-free with tag-matched "
+          "transports, peak memory at the lower bound), jit-rendezvous (as late as ordered "
+          "rendezvous transports allow, e.g. one NCCL stream) or early (PyTorch's "
+          "_add_send_recv)");
 ABSL_FLAG(std::string, backward, "keep",
           "backward form: keep, split (B -> I, W) or merge (I W -> B, PyTorch's _merge_bw)");
 ABSL_FLAG(bool, fsdp, false, "add UNSHARD/RESHARD (PyTorch's 3-stage lookahead)");
@@ -32,12 +34,12 @@ namespace {
 absl::StatusOr<LowerOptions> OptionsFromFlags() {
   LowerOptions options;
   const std::string recv = absl::GetFlag(FLAGS_recv);
-  if (recv == "early") {
-    options.recv = RecvPlacement::kEarly;
-  } else if (recv != "jit") {
+  absl::StatusOr<RecvPlacement> placement = ParseRecvPlacement(recv);
+  if (!placement.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--recv must be jit or early, not \"", recv, "\""));
+        absl::StrCat("--recv must be jit, jit-rendezvous or early, not \"", recv, "\""));
   }
+  options.recv = *placement;
   const std::string backward = absl::GetFlag(FLAGS_backward);
   if (backward == "split") {
     options.backward = BackwardForm::kSplit;
@@ -107,14 +109,20 @@ int RunLower(const Command& command, const Invocation& invocation) {
 Command LowerCommand() {
   return Command{
       .name = "lower",
-      .synopsis = "lower FILE [--recv early|jit] [--backward keep|split|merge] [--fsdp] "
-                  "[--reduce-grad] [--overlap [--model MODEL]] [--dump-after NAME] [-o FILE]",
+      .synopsis = "lower FILE [--recv jit|jit-rendezvous|early] [--backward keep|split|merge] "
+                  "[--fsdp] [--reduce-grad] [--overlap [--model MODEL]] [--dump-after NAME] "
+                  "[-o FILE]",
       .summary = "Lower a compute-only schedule: add every send and receive (and, on request, "
                  "FSDP unshard/reshard and gradient reduction). --recv jit (the default) posts "
-                 "each receive just before its consumer, ordered so that no ranks can deadlock "
-                 "even under rendezvous semantics; --recv early reproduces PyTorch's "
-                 "_add_send_recv exactly. --overlap (with --reduce-grad) reorders Ws so that gradient "
-                 "reductions hide under the compute that follows, never raising a rank's "
+                 "each receive right before its consumer: deadlock-free under relaxed semantics "
+                 "(tag-matched sends that do not wait: jitpipe's transports, PyTorch's runtime), "
+                 "with the jit memory plan's peak at the lower bound; --recv jit-rendezvous keeps "
+                 "each pair of ranks' receives in send order and posts some early so that "
+                 "ordered rendezvous transports (one NCCL stream, MPI_Ssend) cannot deadlock "
+                 "either, at a memory cost `jitpipe plan` shows; --recv early reproduces "
+                 "PyTorch's _add_send_recv exactly. --overlap (with --reduce-grad) reorders Ws "
+                 "so that gradient reductions hide under the compute that follows, never "
+                 "raising a rank's "
                  "activation-unit peak (with --model: its jit-planned peak). Writes JSON to "
                  "stdout, or -o FILE (.json or .csv).",
       .flags = {"recv", "backward", "fsdp", "reduce_grad", "overlap", "model", "dump_after",

@@ -1,19 +1,23 @@
 // jitpipe validate FILE [--strict]: structure, send/receive matching and
 // deadlock freedom.
 //
-// A lowered FILE is checked as it is; a compute-only FILE is checked, then
-// lowered with the default lowering (Lower(), receives just in time) and the
-// result checked. Deadlock freedom is decided under relaxed semantics
-// (PyTorch's runtime: the exit status) and under strict rendezvous semantics
-// (reported; the exit status too with --strict), so the output says which
-// programs need sends that do not wait for their receives.
+// A lowered FILE is checked as it is. A compute-only FILE is checked, then
+// lowered and the result checked: with --recv jit (the default lowering), or
+// with --strict with --recv jit-rendezvous. Deadlock freedom is decided under
+// relaxed semantics (tag-matched sends that do not wait: jitpipe's
+// transports, PyTorch's runtime; the exit status) and under strict
+// rendezvous semantics (ordered transports such as one NCCL stream: reported,
+// and the exit status too with --strict); validate.h defines both.
 //
 // stdout on success, e.g.
-//   s.csv: ok: pp 2, 4 stages (loop placement), 4 microbatches, lowered, 86 actions;
-//   deadlock-free under relaxed semantics (PyTorch's runtime) and under strict
-//   rendezvous semantics
+//   s.csv: ok: pp 2, 2 stages (loop placement), 2 microbatches, compute-only,
+//   8 actions; lowered with --recv jit: 16 actions, deadlock-free under
+//   relaxed semantics (tag-matched transports, PyTorch's runtime) and under
+//   strict rendezvous semantics
 // (one line), or, when only the relaxed model runs it, that line ending in
-// "...(PyTorch's runtime) only" and a second line giving the strict deadlock.
+// "...(tag-matched transports, PyTorch's runtime) only" and a second line
+// with the strict failure: for a compute-only FILE it says to lower with
+// --recv jit-rendezvous for ordered rendezvous transports.
 // On failure: "jitpipe validate: FILE: <message>" on stderr, then the step x
 // rank grid with "<-- ERROR HERE" when the check attached one.
 #include <cstdio>
@@ -28,8 +32,10 @@
 #include "tools/common_flags.h"
 
 ABSL_FLAG(bool, strict, false,
-          "fail unless the program is also deadlock-free under strict rendezvous semantics "
-          "(every SEND and RECV waits for its partner, as MPI_Ssend or one NCCL stream)");
+          "fail unless the program is also valid under strict rendezvous semantics (per pair of "
+          "ranks the receives in send order, every SEND and RECV waiting for its partner, as "
+          "MPI_Ssend or one NCCL stream); a compute-only FILE is lowered with --recv "
+          "jit-rendezvous");
 ABSL_FLAG(int, grid_rows, 40,
           "show at most this many steps of the grid printed with an error (0: no grid)");
 
@@ -52,6 +58,39 @@ std::string Summary(const Schedule& s) {
                       s.lowered ? "lowered" : "compute-only", ", ", s.TotalActions(), " actions");
 }
 
+// The second line printed when the program runs under relaxed semantics
+// only: what strict semantics refuse, and what to do about it.
+std::string StrictFailureLine(bool lowered_here, const absl::Status& strict) {
+  if (!lowered_here) {
+    return absl::StrCat("  it fails under strict semantics (ordered rendezvous transports, e.g. "
+                        "a single NCCL stream): ",
+                        strict.message());
+  }
+  return absl::StrCat("  for ordered rendezvous transports (e.g. a single NCCL stream) lower with "
+                      "--recv jit-rendezvous; --recv jit fails under strict semantics: ",
+                      strict.message());
+}
+
+// The checks of a lowered program after its relaxed validity: strict
+// semantics (required with --strict), then the summary `line`, completed.
+// `context` prefixes error messages; lowered_here says whether the program
+// is this command's lowering of the input.
+int ReportStrict(const Command& command, const std::string& path, const Schedule& lowered,
+                 const std::string& line, absl::string_view context, bool lowered_here,
+                 int grid_rows) {
+  const absl::Status strict =
+      Validate(lowered, {.semantics = CommSemantics::kStrict, .grid_rows = grid_rows});
+  if (!strict.ok() && absl::GetFlag(FLAGS_strict)) {
+    return FailWithGrid(command, path, context, strict);
+  }
+  if (strict.ok()) {
+    std::printf("%s and under strict rendezvous semantics\n", line.c_str());
+  } else {
+    std::printf("%s only\n%s\n", line.c_str(), StrictFailureLine(lowered_here, strict).c_str());
+  }
+  return kExitOk;
+}
+
 int RunValidate(const Command& command, const Invocation& invocation) {
   const std::string& path = invocation.positional[0];
   absl::StatusOr<Schedule> input = LoadInputSchedule(path);
@@ -59,39 +98,31 @@ int RunValidate(const Command& command, const Invocation& invocation) {
   const int grid_rows = absl::GetFlag(FLAGS_grid_rows);
   if (grid_rows < 0) return UsageError(command, "--grid-rows must be 0 or more");
   const ValidateOptions relaxed{.semantics = CommSemantics::kRelaxed, .grid_rows = grid_rows};
-  const ValidateOptions strict{.semantics = CommSemantics::kStrict, .grid_rows = grid_rows};
-
   if (absl::Status valid = Validate(*input, relaxed); !valid.ok()) {
     return FailWithGrid(command, path, "", valid);
   }
   std::string line = absl::StrCat(path, ": ok: ", Summary(*input), "; ");
-  Schedule lowered;
-  absl::string_view context;  // prefix of messages about the lowered program
+  constexpr absl::string_view kRelaxedOk =
+      "deadlock-free under relaxed semantics (tag-matched transports, PyTorch's runtime)";
   if (input->lowered) {
-    lowered = *std::move(input);
-  } else {
-    absl::StatusOr<Schedule> result = Lower(*input);
-    if (!result.ok()) return FailWithGrid(command, path, "default lowering: ", result.status());
-    lowered = *std::move(result);
-    context = "after the default lowering: ";
-    absl::StrAppend(&line, "lowered with the default lowering (receives just in time): ",
-                    lowered.TotalActions(), " actions, ");
-    if (absl::Status valid = Validate(lowered, relaxed); !valid.ok()) {
-      return FailWithGrid(command, path, context, valid);
-    }
+    return ReportStrict(command, path, *input, absl::StrCat(line, kRelaxedOk), "",
+                        /*lowered_here=*/false, grid_rows);
   }
-  absl::StrAppend(&line, "deadlock-free under relaxed semantics (PyTorch's runtime)");
-  const absl::Status strict_status = Validate(lowered, strict);
-  if (!strict_status.ok() && absl::GetFlag(FLAGS_strict)) {
-    return FailWithGrid(command, path, context, strict_status);
+  const RecvPlacement recv =
+      absl::GetFlag(FLAGS_strict) ? RecvPlacement::kJitRendezvous : RecvPlacement::kJit;
+  const std::string how = absl::StrCat("--recv ", RecvPlacementName(recv));
+  absl::StatusOr<Schedule> lowered = Lower(*input, {.recv = recv});
+  if (!lowered.ok()) {
+    return FailWithGrid(command, path, absl::StrCat("lowering with ", how, ": "),
+                        lowered.status());
   }
-  if (strict_status.ok()) {
-    std::printf("%s and under strict rendezvous semantics\n", line.c_str());
-  } else {
-    std::printf("%s only\n  it needs sends that do not wait for their receives: %s\n",
-                line.c_str(), std::string(strict_status.message()).c_str());
+  const std::string context = absl::StrCat("after lowering with ", how, ": ");
+  if (absl::Status valid = Validate(*lowered, relaxed); !valid.ok()) {
+    return FailWithGrid(command, path, context, valid);
   }
-  return kExitOk;
+  absl::StrAppend(&line, "lowered with ", how, ": ", lowered->TotalActions(), " actions, ",
+                  kRelaxedOk);
+  return ReportStrict(command, path, *lowered, line, context, /*lowered_here=*/true, grid_rows);
 }
 
 }  // namespace
@@ -103,12 +134,15 @@ Command ValidateCommand() {
       .summary =
           "Check a schedule: structure (every stage on one rank, per stage and microbatch one "
           "forward then one backward), send/receive matching (every SEND one RECV on the "
-          "peer, in the same order per pair of ranks, a RECV before each compute that needs "
-          "one) and deadlock freedom. A compute-only FILE is lowered with the default lowering "
-          "first. Prints a one-line summary saying whether the program is deadlock-free under "
-          "relaxed semantics (PyTorch's runtime) and under strict rendezvous semantics; on "
-          "failure names the rank, index and action, or the wait cycle of a deadlock, and "
-          "prints the step x rank grid with the failing step marked.",
+          "peer, a RECV before each compute that needs one) and deadlock freedom. A "
+          "compute-only FILE is lowered first with --recv jit (with --strict: --recv "
+          "jit-rendezvous). Prints a one-line summary saying whether the program is "
+          "deadlock-free under relaxed semantics (sends and receives matched by tag, sends "
+          "that do not wait: jitpipe's transports, PyTorch's runtime) and under strict "
+          "rendezvous semantics (ordered transports such as one NCCL stream: per pair of ranks "
+          "the receives in send order, every send waiting for its receive); --strict requires "
+          "both. On failure names the rank, index and action, or the wait cycle of a deadlock, "
+          "and prints the step x rank grid with the failing step marked.",
       .flags = {"strict", "grid_rows", "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,

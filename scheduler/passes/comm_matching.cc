@@ -27,7 +27,7 @@ std::string PartText(const Action& top, int stage, int microbatch, ActionKind ki
 
 // Runs the checks of comm_matching.h over one lowered schedule. Pass 1
 // records where everything is; pass 2 checks each action in (rank, index)
-// order; pass 3 checks the per-pair order.
+// order.
 class Matcher {
  public:
   Matcher(const Schedule& s, int grid_rows)
@@ -55,7 +55,6 @@ class Matcher {
         RETURN_IF_ERROR(Check(r, i, program[i]));
       }
     }
-    RETURN_IF_ERROR(CheckPairOrder());
     return std::move(pos_);
   }
 
@@ -191,64 +190,6 @@ class Matcher {
                                     " earlier on this rank (stages ", std::min(s, from_stage),
                                     " and ", std::max(s, from_stage), " are both on rank ", r,
                                     "); it is at index ", at));
-  }
-
-  // MPI and NCCL match the transfers between two ranks in posting order, so
-  // the k-th SEND from src to dst must be the k-th RECV on dst from src.
-  // Index spaces: ordered rank pairs (src * pp + dst) for the counters,
-  // (stage, microbatch) of the sender for each SEND's ordinal.
-  absl::Status CheckPairOrder() {
-    const size_t pairs = static_cast<size_t>(s_.pp) * s_.pp;
-    std::vector<int32_t> sent(pairs, 0), received(pairs, 0);
-    std::vector<int32_t> send_f_ordinal(forward_at_.size()), send_b_ordinal(forward_at_.size());
-    for (int src = 0; src < s_.pp; ++src) {
-      for (const Action& a : s_.ranks[src]) {
-        if (a.kind != ActionKind::kSendF && a.kind != ActionKind::kSendB) continue;
-        const bool forward = a.kind == ActionKind::kSendF;
-        const int dst = Partner(pos_, a).rank;
-        (forward ? send_f_ordinal : send_b_ordinal)[Key(a.stage, a.microbatch)] =
-            sent[static_cast<size_t>(src) * s_.pp + dst]++;
-      }
-    }
-    for (int dst = 0; dst < s_.pp; ++dst) {
-      const RankProgram& program = s_.ranks[dst];
-      for (int32_t j = 0; j < static_cast<int32_t>(program.size()); ++j) {
-        const Action& a = program[j];
-        if (a.kind != ActionKind::kRecvF && a.kind != ActionKind::kRecvB) continue;
-        const bool forward = a.kind == ActionKind::kRecvF;
-        const int sender_stage = forward ? a.stage - 1 : a.stage + 1;
-        const int src = Partner(pos_, a).rank;
-        const int32_t k = received[static_cast<size_t>(src) * s_.pp + dst]++;
-        if ((forward ? send_f_ordinal : send_b_ordinal)[Key(sender_stage, a.microbatch)] != k) {
-          return OrderError(dst, j, src, k);
-        }
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  // The k-th RECV on dst from src (at index j) is not the partner of the
-  // k-th SEND from src to dst; all earlier ones matched.
-  absl::Status OrderError(int dst, int32_t j, int src, int32_t k) const {
-    int32_t expected_send = kAbsent;
-    for (int32_t i = 0, seen = 0; expected_send == kAbsent; ++i) {
-      const Action& a = s_.ranks[src][i];
-      if (IsSend(a.kind) && Partner(pos_, a).rank == dst && seen++ == k) {
-        expected_send = i;
-      }
-    }
-    const Action& recv = s_.ranks[dst][j];
-    const Action& send = s_.ranks[src][expected_send];
-    const Endpoint actual_send = Partner(pos_, recv);
-    const Endpoint expected_recv = Partner(pos_, send);
-    return Error(dst, j,
-                 absl::StrCat("out of order with rank ", src, ": rank ", src, " sends ",
-                              send.ToString(), " (index ", expected_send, ") before ",
-                              s_.ranks[src][actual_send.index].ToString(), " (index ",
-                              actual_send.index, "), but this rank receives ", recv.ToString(),
-                              " before ", s_.ranks[dst][expected_recv.index].ToString(),
-                              " (index ", expected_recv.index,
-                              "); sends and receives between two ranks match in posting order"));
   }
 
   const Schedule& s_;

@@ -20,10 +20,11 @@
 //     stage whose previous stage is remote, I/B of a non-last stage whose
 //     next stage is remote) has that RECV earlier in its rank's program, and
 //     one that needs data from a co-located stage (the V turn) has that
-//     stage's F (or I/B) earlier;
-// and then, over the whole program, that per ordered pair of ranks the
-// sends and the receives come in the same order (the non-overtaking order in
-// which MPI and NCCL match them).
+//     stage's F (or I/B) earlier.
+// Transfers match by identity (stage, microbatch, direction: what a
+// transport's tag encodes), so the receives from one peer may come in any
+// order. Ordered transports need them in the peer's send order; that rule
+// belongs to strict semantics (CheckPairOrder, pair_order.h).
 //
 // The first violation, in (rank, index) order, is returned as
 // InvalidArgument naming the rank, the index and the action, e.g.

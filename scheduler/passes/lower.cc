@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "scheduler/passes/add_reduce_grad.h"
 #include "scheduler/passes/add_unshard_reshard.h"
@@ -10,6 +11,7 @@
 #include "scheduler/passes/merge_backward.h"
 #include "scheduler/passes/overlap_reduce.h"
 #include "scheduler/passes/pass_utils.h"
+#include "scheduler/passes/place_recvs_jit_rendezvous.h"
 #include "scheduler/passes/place_recvs_just_in_time.h"
 #include "scheduler/passes/split_backward.h"
 #include "scheduler/passes/validate.h"
@@ -19,16 +21,18 @@ namespace jitpipe {
 namespace {
 
 // What holds after every lowering pass: the structure is valid; once sends
-// and receives exist they match and cannot deadlock, even under rendezvous
-// semantics (a pass between add_unshard_reshard and lower_send_recv_early
-// holds lowered programs without them, which Validate() would refuse).
-absl::Status CheckLoweringInvariant(const Schedule& s) {
+// and receives exist they match and cannot deadlock under relaxed semantics,
+// nor, when `strict_too`, under strict ones (a pass between
+// add_unshard_reshard and lower_send_recv_early holds lowered programs
+// without them, which Validate() would refuse).
+absl::Status CheckLoweringInvariant(const Schedule& s, bool strict_too) {
   RETURN_IF_ERROR(ValidateStructure(s));
   if (!HasAnyKind(s, {ActionKind::kSendF, ActionKind::kRecvF, ActionKind::kSendB,
                       ActionKind::kRecvB})) {
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(Validate(s, {.semantics = CommSemantics::kRelaxed}));
+  if (!strict_too) return absl::OkStatus();
   return Validate(s, {.semantics = CommSemantics::kStrict});
 }
 
@@ -47,6 +51,8 @@ PassPipeline LoweringPipeline(const LowerOptions& options) {
   pipeline.AddPass(std::string(kLowerSendRecvEarlyPass), LowerSendRecvEarly);
   if (options.recv == RecvPlacement::kJit) {
     pipeline.AddPass(std::string(kPlaceRecvsJustInTimePass), PlaceRecvsJustInTime);
+  } else if (options.recv == RecvPlacement::kJitRendezvous) {
+    pipeline.AddPass(std::string(kPlaceRecvsJitRendezvousPass), PlaceRecvsJitRendezvous);
   }
   if (options.overlap) {
     pipeline.AddPass(std::string(kOverlapReducePass),
@@ -54,11 +60,36 @@ PassPipeline LoweringPipeline(const LowerOptions& options) {
                        return OverlapReduce(s, {.rank_peak = peak});
                      });
   }
-  pipeline.SetInvariantChecker(CheckLoweringInvariant);
+  // The pure placement is safe under relaxed semantics only (lower.h).
+  pipeline.SetInvariantChecker([strict_too = options.recv != RecvPlacement::kJit](
+                                   const Schedule& s) {
+    return CheckLoweringInvariant(s, strict_too);
+  });
   return pipeline;
 }
 
 }  // namespace
+
+absl::string_view RecvPlacementName(RecvPlacement recv) {
+  switch (recv) {
+    case RecvPlacement::kEarly:
+      return "early";
+    case RecvPlacement::kJit:
+      return "jit";
+    case RecvPlacement::kJitRendezvous:
+      return "jit-rendezvous";
+  }
+  return "?";
+}
+
+absl::StatusOr<RecvPlacement> ParseRecvPlacement(absl::string_view name) {
+  for (RecvPlacement recv :
+       {RecvPlacement::kEarly, RecvPlacement::kJit, RecvPlacement::kJitRendezvous}) {
+    if (name == RecvPlacementName(recv)) return recv;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown receive placement \"", name, "\"; expected early, jit or jit-rendezvous"));
+}
 
 std::vector<std::string> LoweringPassNames(const LowerOptions& options) {
   return LoweringPipeline(options).PassNames();

@@ -7,13 +7,24 @@
 //   [add_reduce_grad]                   reduce_grad
 //   lower_send_recv_early               always (PyTorch's _add_send_recv)
 //   [place_recvs_just_in_time]          recv == kJit (the default)
+//   [place_recvs_jit_rendezvous]        recv == kJitRendezvous
 //   [overlap_reduce]                    overlap (needs reduce_grad)
 //
 // With recv = kEarly, fsdp and reduce_grad the result equals PyTorch's
 // _PipelineScheduleRuntime lowering (its pipeline_order_with_comms) exactly;
 // with recv = kEarly alone it equals _add_send_recv of the compute order.
-// With recv = kJit the result passes Validate() under relaxed and strict
-// semantics (place_recvs_just_in_time.h says how).
+// What each placement guarantees (validate.h defines the semantics):
+//
+//   recv             Validate() passes under    jit plan peak
+//   kEarly           relaxed and strict         >= the lower bound (a receive
+//                                               buffer from its SEND's round on)
+//   kJit             relaxed                    = the liveness lower bound
+//   kJitRendezvous   relaxed and strict         >= the lower bound (RECVs
+//                                               posted early where needed)
+//
+// kJit suits jitpipe's transports (inproc, MPI: matched by tag, sends never
+// block) and PyTorch's runtime; kJitRendezvous ordered rendezvous transports
+// such as a single NCCL stream or MPI_Ssend.
 //
 // Pure functions; thread-compatible.
 #ifndef JITPIPE_SCHEDULER_PASSES_LOWER_H_
@@ -24,6 +35,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "scheduler/ir/schedule.h"
 #include "scheduler/passes/overlap_reduce.h"
 #include "scheduler/passes/pass_pipeline.h"
@@ -31,9 +43,16 @@
 namespace jitpipe {
 
 enum class RecvPlacement {
-  kEarly,  // where PyTorch's _add_send_recv puts them: when the sender sends
-  kJit,    // just before the consumer, ordered so no two ranks wait on each other
+  kEarly,          // where PyTorch's _add_send_recv puts them: when the sender sends
+  kJit,            // right before the consumer (place_recvs_just_in_time.h)
+  kJitRendezvous,  // as late as ordered rendezvous allows (place_recvs_jit_rendezvous.h)
 };
+
+// "early", "jit", "jit-rendezvous": the names `jitpipe lower --recv` takes.
+absl::string_view RecvPlacementName(RecvPlacement recv);
+// The inverse of RecvPlacementName. Errors: InvalidArgument
+//   unknown receive placement "late"; expected early, jit or jit-rendezvous
+absl::StatusOr<RecvPlacement> ParseRecvPlacement(absl::string_view name);
 
 enum class BackwardForm {
   kKeep,   // as given
@@ -52,7 +71,8 @@ struct LowerOptions {
   RankPeakFunction overlap_peak = nullptr;
   std::string dump_after = {};  // pass name whose output the pipeline records ("" = none)
   // Validate after every pass (ValidateStructure; once sends exist, Validate()
-  // under relaxed and strict semantics). A failure there is Internal: a bug.
+  // under relaxed semantics, and strict ones too unless recv is kJit). A
+  // failure there is Internal: a bug.
   bool check_invariants = kCheckInvariantsByDefault;
 };
 

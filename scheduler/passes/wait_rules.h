@@ -17,9 +17,13 @@
 //   kStrict        its RECV, reached        its SEND, reached    as kRelaxed
 //   kBlockingRecv  nothing                  its SEND, run        nothing more
 //
-// kRelaxed is PyTorch's runtime (isend/irecv; the compute waits on the
-// receive's Work), kStrict a rendezvous transport (MPI_Ssend, one NCCL
-// stream), kBlockingRecv PyTorch's lock-step dry run _simulate_comms_compute.
+// kRelaxed is PyTorch's runtime and jitpipe's transports (isend/irecv
+// matched by tag; the compute waits on the receive), kStrict an ordered
+// rendezvous transport (MPI_Ssend, one NCCL stream), whose per-pair order
+// rule Validate() checks before these waits apply (pair_order.h),
+// kBlockingRecv PyTorch's lock-step dry run _simulate_comms_compute. The
+// partner of a SEND or RECV is always the one of the same identity
+// (MatchSendRecv).
 // W, UNSHARD, RESHARD and REDUCE_GRAD never wait (data-parallel collectives
 // are symmetric across replicas and do not involve pipeline peers).
 #ifndef JITPIPE_SCHEDULER_PASSES_WAIT_RULES_H_

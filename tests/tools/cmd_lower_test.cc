@@ -81,6 +81,25 @@ TEST(CmdLowerTest, JitByDefaultToStdoutAndValidates) {
   EXPECT_EQ(v.exit_code, 0) << v.err;
 }
 
+// The default placement is deadlock-free under relaxed semantics; for this
+// schedule (ranks that send to each other before they receive) not under
+// strict ones, which --recv jit-rendezvous is.
+TEST(CmdLowerTest, JitRendezvousAlsoValidatesUnderStrictSemantics) {
+  const std::string dir = MakeTempDir("lower");
+  const Golden g = WriteInterleaved(dir);
+  CliResult jit = RunCli({"lower", g.csv, "--recv", "jit", "-o", dir + "/jit.json"});
+  ASSERT_EQ(jit.exit_code, 0) << jit.err;
+  EXPECT_EQ(RunCli({"validate", dir + "/jit.json"}).exit_code, 0);
+  CliResult strict_jit = RunCli({"validate", "--strict", dir + "/jit.json"});
+  EXPECT_EQ(strict_jit.exit_code, 1);
+  EXPECT_THAT(strict_jit.err, HasSubstr("under strict rendezvous semantics"));
+  CliResult r = RunCli({"lower", g.csv, "--recv=jit-rendezvous", "-o", dir + "/r.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  CliResult strict = RunCli({"validate", "--strict", dir + "/r.json"});
+  EXPECT_EQ(strict.exit_code, 0) << strict.err;
+  EXPECT_THAT(strict.out, HasSubstr("and under strict rendezvous semantics\n"));
+}
+
 TEST(CmdLowerTest, DumpAfterPrintsThatPassesGridToStderr) {
   const std::string dir = MakeTempDir("lower");
   WriteTextFile(dir + "/s.csv", "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
@@ -121,7 +140,9 @@ TEST_P(CmdLowerUsageTest, ExitsTwo) {
 INSTANTIATE_TEST_SUITE_P(
     Usage, CmdLowerUsageTest,
     ::testing::Values(
-        UsageCase{"BadRecv", {"--recv", "late"}, "--recv must be jit or early, not \"late\""},
+        UsageCase{"BadRecv",
+                  {"--recv", "late"},
+                  "--recv must be jit, jit-rendezvous or early, not \"late\""},
         UsageCase{"BadBackward",
                   {"--backward=fuse"},
                   "--backward must be keep, split or merge, not \"fuse\""},

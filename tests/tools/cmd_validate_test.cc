@@ -29,8 +29,8 @@ TEST(CmdValidateTest, LoweredProgramDeadlockFreeUnderBothSemantics) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, path +
                        ": ok: pp 2, 2 stages (loop placement), 1 microbatches, lowered, 8 actions; "
-                       "deadlock-free under relaxed semantics (PyTorch's runtime) and under "
-                       "strict rendezvous semantics\n");
+                       "deadlock-free under relaxed semantics (tag-matched transports, PyTorch's "
+                       "runtime) and under strict rendezvous semantics\n");
   EXPECT_EQ(r.err, "");
   EXPECT_EQ(RunCli({"validate", "--strict", path}).out, r.out);
 }
@@ -46,8 +46,10 @@ TEST(CmdValidateTest, SaysWhichProgramsNeedTheRelaxedModel) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, path +
                        ": ok: pp 2, 4 stages (loop placement), 4 microbatches, lowered, 86 actions; "
-                       "deadlock-free under relaxed semantics (PyTorch's runtime) only\n"
-                       "  it needs sends that do not wait for their receives: " +
+                       "deadlock-free under relaxed semantics (tag-matched transports, PyTorch's "
+                       "runtime) only\n"
+                       "  it fails under strict semantics (ordered rendezvous transports, e.g. a "
+                       "single NCCL stream): " +
                        kTorchtitanStrictDeadlock + "\n");
 }
 
@@ -106,19 +108,74 @@ TEST(CmdValidateTest, NegativeGridRowsIsAUsageError) {
   EXPECT_EQ(RunCli({"validate", path, "--grid-rows", "-1"}).exit_code, 2);
 }
 
-TEST(CmdValidateTest, ComputeOnlyFilesAreLoweredThenChecked) {
+// A compute-only file is lowered with --recv jit: the line says when the
+// result needs tag-matched transports and what to do for ordered ones;
+// --strict lowers with --recv jit-rendezvous instead.
+TEST(CmdValidateTest, ComputeOnlyFileLoweredWithJitOrJitRendezvous) {
+  const std::string path = CsvFile("0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  const std::string summary =
+      path + ": ok: pp 2, 2 stages (loop placement), 2 microbatches, compute-only, 8 actions; ";
+  CliResult r = RunCli({"validate", path});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, summary +
+                       "lowered with --recv jit: 16 actions, deadlock-free under relaxed semantics "
+                       "(tag-matched transports, PyTorch's runtime) only\n"
+                       "  for ordered rendezvous transports (e.g. a single NCCL stream) lower with "
+                       "--recv jit-rendezvous; --recv jit fails under strict semantics: deadlock "
+                       "under strict rendezvous semantics: wait cycle 0 -> 1 -> 0: rank 0 at index "
+                       "3 (0SEND_F1) waits for rank 1 to post 1RECV_F1 (index 4); rank 1 at index "
+                       "3 (1SEND_B0) waits for rank 0 to post 0RECV_B0 (index 4)\n");
+  CliResult strict = RunCli({"validate", "--strict", path});
+  EXPECT_EQ(strict.exit_code, 0) << strict.err;
+  EXPECT_EQ(strict.out, summary +
+                            "lowered with --recv jit-rendezvous: 16 actions, deadlock-free under "
+                            "relaxed semantics (tag-matched transports, PyTorch's runtime) and "
+                            "under strict rendezvous semantics\n");
+}
+
+TEST(CmdValidateTest, RealComputeOnlyFilesAreLoweredThenChecked) {
   for (const char* file :
        {"torchtitan_4-rank.csv", "dualpipev_4rank_10mb.csv", "zb1p_2rank_2stagep_compute.csv"}) {
     const std::string path = TestdataPath(std::string("conformance/real/") + file);
     CliResult r = RunCli({"validate", "--legacy-names", path});
     EXPECT_EQ(r.exit_code, 0) << file << ": " << r.err;
     EXPECT_THAT(r.out, HasSubstr(", compute-only, ")) << file;
-    EXPECT_THAT(r.out, HasSubstr("; lowered with the default lowering (receives just in time): "))
+    EXPECT_THAT(r.out, HasSubstr("; lowered with --recv jit: ")) << file;
+    EXPECT_THAT(r.out, HasSubstr(" actions, deadlock-free under relaxed semantics (tag-matched "
+                                 "transports, PyTorch's runtime) only\n  for ordered rendezvous "
+                                 "transports (e.g. a single NCCL stream) lower with --recv "
+                                 "jit-rendezvous; --recv jit fails under strict semantics: "))
         << file;
-    EXPECT_THAT(r.out, HasSubstr(" actions, deadlock-free under relaxed semantics (PyTorch's "
-                                 "runtime) and under strict rendezvous semantics\n"))
+    CliResult strict = RunCli({"validate", "--strict", "--legacy-names", path});
+    EXPECT_EQ(strict.exit_code, 0) << file << ": " << strict.err;
+    EXPECT_THAT(strict.out, HasSubstr("; lowered with --recv jit-rendezvous: ")) << file;
+    EXPECT_THAT(strict.out, HasSubstr(" actions, deadlock-free under relaxed semantics "
+                                      "(tag-matched transports, PyTorch's runtime) and under "
+                                      "strict rendezvous semantics\n"))
         << file;
   }
+}
+
+// The per-pair order is a strict rule only: relaxed semantics accept the
+// file, --strict names the receive out of order.
+TEST(CmdValidateTest, PerPairOrderFailsOnlyUnderStrict) {
+  const std::string path = CsvFile(
+      "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
+      "1RECV_F1,1RECV_F0,1F0,1F1,1B0,1SEND_B0,1B1,1SEND_B1\n");
+  const std::string order_error =
+      "rank 1, index 0 (1RECV_F1): out of order with rank 0: rank 0 sends 0SEND_F0 (index 1) "
+      "before 0SEND_F1 (index 3), but this rank receives 1RECV_F1 before 1RECV_F0 (index 1); "
+      "under strict rendezvous semantics sends and receives between two ranks match in posting "
+      "order";
+  CliResult r = RunCli({"validate", path});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("(tag-matched transports, PyTorch's runtime) only\n  it fails "
+                               "under strict semantics (ordered rendezvous transports, e.g. a "
+                               "single NCCL stream): " +
+                               order_error + "\n"));
+  CliResult strict = RunCli({"validate", "--strict", "--grid-rows=0", path});
+  EXPECT_EQ(strict.exit_code, 1);
+  EXPECT_EQ(strict.err, "jitpipe validate: " + path + ": " + order_error + "\n");
 }
 
 TEST(CmdValidateTest, StructureErrorIsOneLineWithoutGrid) {

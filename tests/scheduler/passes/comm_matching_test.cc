@@ -65,6 +65,21 @@ TEST(CommMatchingTest, ColocatedNeighboursAwaitNothing) {
   EXPECT_FALSE(AwaitedSend(p, s.ranks[1][6]).has_value());  // 1B0 after 2B0
 }
 
+// Transfers match by identity: rank 1 receives F1 before F0, which rank 0
+// sends in the other order (an ordered transport's rule, CheckPairOrder).
+TEST(CommMatchingTest, RecvsFromOnePeerMayComeInAnyOrder) {
+  ASSERT_OK_AND_ASSIGN(Schedule s,
+                       ParseScheduleCsv("0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
+                                        "1RECV_F1,1RECV_F0,1F0,1F1,1B0,1SEND_B0,1B1,1SEND_B1\n"));
+  ASSERT_OK_AND_ASSIGN(CommPositions p, MatchSendRecv(s));
+  const Endpoint recv_f1 = Partner(p, s.ranks[0][3]);  // 0SEND_F1 -> 1RECV_F1
+  EXPECT_EQ(recv_f1.rank, 1);
+  EXPECT_EQ(recv_f1.index, 0);
+  const Endpoint send_f0 = Partner(p, s.ranks[1][1]);  // 1RECV_F0 <- 0SEND_F0
+  EXPECT_EQ(send_f0.rank, 0);
+  EXPECT_EQ(send_f0.index, 1);
+}
+
 TEST(CommMatchingTest, ComputeOnlyIsAPreconditionError) {
   ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleCsv("0F0,0B0\n1F0,1B0\n"));
   EXPECT_EQ(MatchSendRecv(s).status().code(), absl::StatusCode::kFailedPrecondition);

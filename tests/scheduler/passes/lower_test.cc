@@ -80,13 +80,26 @@ TEST_P(LowerConformanceTest, EarlyAloneEqualsAddSendRecv) {
                                                  : "ranks_send_recv_only"]));
 }
 
-// "Prove it deadlock-free": the jit lowering passes Validate() under both
-// semantics, with and without the optional passes.
-TEST_P(LowerConformanceTest, JitIsDeadlockFreeUnderBothSemantics) {
-  for (const LowerOptions& options :
-       {Options(RecvPlacement::kJit), Options(RecvPlacement::kJit, true, true),
-        Options(RecvPlacement::kJit, false, true, BackwardForm::kSplit),
-        Options(RecvPlacement::kJit, false, false, BackwardForm::kMerge)}) {
+// The options that change which passes run, for one receive placement.
+std::vector<LowerOptions> Variants(RecvPlacement recv) {
+  return {Options(recv), Options(recv, true, true),
+          Options(recv, false, true, BackwardForm::kSplit),
+          Options(recv, false, false, BackwardForm::kMerge)};
+}
+
+// "Prove it deadlock-free": the jit lowering passes Validate() under
+// relaxed semantics, the jit-rendezvous one under strict semantics too, with
+// and without the optional passes.
+TEST_P(LowerConformanceTest, JitIsDeadlockFreeUnderRelaxedSemantics) {
+  for (const LowerOptions& options : Variants(RecvPlacement::kJit)) {
+    ASSERT_OK_AND_ASSIGN(Schedule lowered, Lower(compute_, options));
+    EXPECT_TRUE(lowered.lowered);
+    EXPECT_OK(Validate(lowered, kRelaxed));
+  }
+}
+
+TEST_P(LowerConformanceTest, JitRendezvousIsDeadlockFreeUnderBothSemantics) {
+  for (const LowerOptions& options : Variants(RecvPlacement::kJitRendezvous)) {
     ASSERT_OK_AND_ASSIGN(Schedule lowered, Lower(compute_, options));
     EXPECT_TRUE(lowered.lowered);
     EXPECT_OK(Validate(lowered, kRelaxed));
@@ -99,10 +112,12 @@ INSTANTIATE_TEST_SUITE_P(Pytorch, LowerConformanceTest,
 
 // Every registered generator, pp 1..8, a range of microbatch counts and
 // stages per rank: whatever the generator accepts lowers (invariants checked
-// after every pass) to a program valid under relaxed and strict semantics.
+// after every pass) with --recv jit to a program valid under relaxed
+// semantics, and with --recv jit-rendezvous to one valid under relaxed and
+// strict semantics.
 class LowerGeneratorGridTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(LowerGeneratorGridTest, JitLoweringIsDeadlockFree) {
+TEST_P(LowerGeneratorGridTest, JitLoweringsAreDeadlockFree) {
   int lowered_count = 0;
   // Index spaces: pp, stages per rank, microbatches.
   for (int pp = 1; pp <= 8; ++pp) {
@@ -112,12 +127,15 @@ TEST_P(LowerGeneratorGridTest, JitLoweringIsDeadlockFree) {
             {.schedule = GetParam(), .pp = pp, .microbatches = m, .stages_per_rank = v});
         if (!s.ok()) continue;  // parameters this schedule does not support
         const std::string what = absl::StrCat(GetParam(), " pp ", pp, " v ", v, " m ", m);
-        for (const LowerOptions& options :
-             {Options(RecvPlacement::kJit), Options(RecvPlacement::kJit, true, true)}) {
-          absl::StatusOr<Schedule> lowered = Lower(*s, options);
-          ASSERT_TRUE(lowered.ok()) << what << ": " << lowered.status();
-          ASSERT_OK(Validate(*lowered, kRelaxed)) << what;
-          ASSERT_OK(Validate(*lowered, kStrict)) << what;
+        for (RecvPlacement recv : {RecvPlacement::kJit, RecvPlacement::kJitRendezvous}) {
+          for (const LowerOptions& options : {Options(recv), Options(recv, true, true)}) {
+            absl::StatusOr<Schedule> lowered = Lower(*s, options);
+            ASSERT_TRUE(lowered.ok()) << what << ": " << lowered.status();
+            ASSERT_OK(Validate(*lowered, kRelaxed)) << what;
+            if (recv == RecvPlacement::kJitRendezvous) {
+              ASSERT_OK(Validate(*lowered, kStrict)) << what;
+            }
+          }
         }
         ++lowered_count;
       }
@@ -152,7 +170,9 @@ TEST(LowerTest, RealFilesLowerAndValidate) {
         Schedule s, ParseScheduleCsv(ReadTestdata(std::string("conformance/real/") + file.path),
                                      CsvReadOptions{.legacy_backward_names = file.legacy_names}));
     ASSERT_OK_AND_ASSIGN(Schedule lowered, Lower(s, Options(RecvPlacement::kJit)));
-    EXPECT_OK(Validate(lowered, kStrict)) << file.path;
+    EXPECT_OK(Validate(lowered, kRelaxed)) << file.path;
+    ASSERT_OK_AND_ASSIGN(Schedule rendezvous, Lower(s, Options(RecvPlacement::kJitRendezvous)));
+    EXPECT_OK(Validate(rendezvous, kStrict)) << file.path;
   }
 }
 
@@ -194,6 +214,35 @@ TEST(LowerTest, PassNamesFollowTheOptions) {
   EXPECT_EQ(
       LoweringPassNames(Options(RecvPlacement::kJit, false, false, BackwardForm::kMerge)).front(),
       "merge_backward");
+  EXPECT_EQ(LoweringPassNames(Options(RecvPlacement::kJitRendezvous)),
+            (std::vector<std::string>{"lower_send_recv_early", "place_recvs_jit_rendezvous"}));
+}
+
+TEST(LowerTest, RecvPlacementNamesRoundTrip) {
+  for (RecvPlacement recv :
+       {RecvPlacement::kEarly, RecvPlacement::kJit, RecvPlacement::kJitRendezvous}) {
+    ASSERT_OK_AND_ASSIGN(RecvPlacement parsed, ParseRecvPlacement(RecvPlacementName(recv)));
+    EXPECT_EQ(parsed, recv) << RecvPlacementName(recv);
+  }
+  EXPECT_EQ(RecvPlacementName(RecvPlacement::kJitRendezvous), "jit-rendezvous");
+  absl::StatusOr<RecvPlacement> bad = ParseRecvPlacement("late");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Message(bad),
+            "unknown receive placement \"late\"; expected early, jit or jit-rendezvous");
+}
+
+// The two just-in-time placements of the same crossing program: rank 1
+// receives F1 right before 1F1 (jit), or before its SEND of B0 so that an
+// ordered rendezvous transport cannot deadlock (jit-rendezvous).
+TEST(LowerTest, JitAndJitRendezvousDifferWhereRanksSendToEachOther) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, FromRows({"0F0 0F1 0B0 0B1", "1F0 1B0 1F1 1B1"}));
+  ASSERT_OK_AND_ASSIGN(Schedule jit, Lower(s, Options(RecvPlacement::kJit)));
+  ASSERT_OK_AND_ASSIGN(Schedule rendezvous, Lower(s, Options(RecvPlacement::kJitRendezvous)));
+  EXPECT_EQ(Rows(jit)[1], "1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1");
+  EXPECT_EQ(Rows(rendezvous)[1], "1RECV_F0 1F0 1B0 1RECV_F1 1SEND_B0 1F1 1B1 1SEND_B1");
+  EXPECT_EQ(Rows(jit)[0], Rows(rendezvous)[0]);
+  EXPECT_FALSE(Validate(jit, kStrict).ok());
+  EXPECT_OK(Validate(rendezvous, kStrict));
 }
 
 TEST(LowerTest, DumpsTheProgramAfterANamedPass) {
@@ -206,7 +255,7 @@ TEST(LowerTest, DumpsTheProgramAfterANamedPass) {
   EXPECT_EQ(*result.dumped, early);
   EXPECT_EQ(Rows(result.lowered),
             (std::vector<std::string>{"0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1",
-                                      "1RECV_F0 1F0 1B0 1RECV_F1 1SEND_B0 1F1 1B1 1SEND_B1"}));
+                                      "1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1"}));
 }
 
 TEST(LowerTest, RefusesToDumpAPassThatDoesNotRun) {

@@ -193,7 +193,12 @@ TEST_P(OverlapReduceGeneratorTest, KeepsComputeOrderAndMemory) {
   ASSERT_OK_AND_ASSIGN(Schedule plain, Lower(s, {.reduce_grad = true}));
   ASSERT_OK_AND_ASSIGN(Schedule overlapped, Lower(s, {.reduce_grad = true, .overlap = true,
                                                       .check_invariants = true}));
-  EXPECT_OK(Validate(overlapped, {.semantics = CommSemantics::kStrict}));
+  EXPECT_OK(Validate(overlapped));
+  // With receives placed for ordered rendezvous transports, strict too.
+  ASSERT_OK_AND_ASSIGN(Schedule rendezvous,
+                       Lower(s, {.recv = RecvPlacement::kJitRendezvous, .reduce_grad = true,
+                                 .overlap = true, .check_invariants = true}));
+  EXPECT_OK(Validate(rendezvous, {.semantics = CommSemantics::kStrict}));
   for (int r = 0; r < s.pp; ++r) {
     SCOPED_TRACE(absl::StrCat("rank ", r));
     auto without = [](const RankProgram& p, bool drop_w) {

@@ -43,6 +43,11 @@ TEST(ValidateTest, ComputeOnlyGetsTheStructureCheck) {
             "forward");
 }
 
+// Rank 1 receives F1 before F0, which rank 0 sends in the other order.
+constexpr char kOutOfPairOrder[] =
+    "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
+    "1RECV_F1,1RECV_F0,1F0,1F1,1B0,1SEND_B0,1B1,1SEND_B1\n";
+
 struct BadProgram {
   std::string name;
   std::string csv;
@@ -104,14 +109,15 @@ INSTANTIATE_TEST_SUITE_P(
                    "rank 1 at index 1 (1F0) waits for rank 0 to post 0SEND_F0 (index 3); "
                    "also stuck: rank 2 at index 1 (2F0) waits for rank 1 to post 1SEND_F0 "
                    "(index 2)"},
-        BadProgram{"WrongPerPairOrder",
-                   "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
-                   "1RECV_F1,1RECV_F0,1F0,1F1,1B0,1SEND_B0,1B1,1SEND_B1\n",
-                   CommSemantics::kRelaxed,
+        // Ordered transports match rank 0's F0 with rank 1's first RECV
+        // (PerPairOrderIsNoRuleUnderRelaxedSemantics has the same program).
+        BadProgram{"WrongPerPairOrderUnderStrict",
+                   kOutOfPairOrder,
+                   CommSemantics::kStrict,
                    "rank 1, index 0 (1RECV_F1): out of order with rank 0: rank 0 sends 0SEND_F0 "
                    "(index 1) before 0SEND_F1 (index 3), but this rank receives 1RECV_F1 before "
-                   "1RECV_F0 (index 1); sends and receives between two ranks match in posting "
-                   "order"},
+                   "1RECV_F0 (index 1); under strict rendezvous semantics sends and receives "
+                   "between two ranks match in posting order"},
         BadProgram{"SendWithoutRecv",
                    "0F0,0SEND_F0,0RECV_B0,0B0\n"
                    "1F0,1B0,1SEND_B0\n",
@@ -192,6 +198,28 @@ TEST(ValidateTest, CrossingSendsPassUnderRelaxedSemantics) {
   EXPECT_FALSE(Validate(s, kStrict).ok());
 }
 
+// Transports that match by tag (jitpipe's, PyTorch's runtime) take the
+// RECVs from one peer in any order.
+TEST(ValidateTest, PerPairOrderIsNoRuleUnderRelaxedSemantics) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleCsv(kOutOfPairOrder));
+  EXPECT_OK(Validate(s));
+  EXPECT_FALSE(Validate(s, kStrict).ok());
+}
+
+TEST(ValidateTest, PairOrderIsCheckedBeforeTheStrictDeadlock) {
+  // Out of pair order (rank 0 receives B1 first) and, under strict
+  // semantics, also crossing SENDs: the order error is what is reported.
+  ASSERT_OK_AND_ASSIGN(Schedule s,
+                       ParseScheduleCsv("0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B1,0RECV_B0,0B0,0B1\n"
+                                        "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n"));
+  EXPECT_OK(Validate(s));
+  EXPECT_EQ(Message(Validate(s, kStrict)),
+            "rank 0, index 4 (0RECV_B1): out of order with rank 1: rank 1 sends 1SEND_B0 "
+            "(index 3) before 1SEND_B1 (index 7), but this rank receives 0RECV_B1 before "
+            "0RECV_B0 (index 5); under strict rendezvous semantics sends and receives between "
+            "two ranks match in posting order");
+}
+
 TEST(ValidateTest, DeadlockGridEndsInTheRowOfStuckActions) {
   ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleCsv("0F0,0RECV_B0,0B0,0SEND_F0\n"
                                                     "1RECV_F0,1F0,1B0,1SEND_B0\n"));
@@ -239,8 +267,9 @@ TEST_P(ValidateConformanceTest, PytorchLoweringsAreDeadlockFree) {
 }
 
 // PyTorch's compute orders lowered by Lower(): with early receives
-// (PyTorch's own placement) they run under relaxed semantics; with receives
-// just in time (the default) under strict semantics too.
+// (PyTorch's own placement) and with receives just in time (the default)
+// they run under relaxed semantics; with --recv jit-rendezvous under strict
+// semantics too.
 TEST_P(ValidateConformanceTest, LoweredComputeOrdersAreDeadlockFree) {
   nlohmann::json d = ReadTestdataJson("conformance/pytorch/" + GetParam() + ".json");
   if (d.contains("error")) GTEST_SKIP() << "PyTorch refuses these parameters";
@@ -250,10 +279,10 @@ TEST_P(ValidateConformanceTest, LoweredComputeOrdersAreDeadlockFree) {
   ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleCsv(CsvFromJson(d[source])));
   ASSERT_OK_AND_ASSIGN(Schedule jit, Lower(s));
   EXPECT_OK(Validate(jit));
-  EXPECT_OK(Validate(jit, kStrict));
-  LowerOptions early_receives;
-  early_receives.recv = RecvPlacement::kEarly;
-  ASSERT_OK_AND_ASSIGN(Schedule early, Lower(s, early_receives));
+  ASSERT_OK_AND_ASSIGN(Schedule rendezvous, Lower(s, {.recv = RecvPlacement::kJitRendezvous}));
+  EXPECT_OK(Validate(rendezvous));
+  EXPECT_OK(Validate(rendezvous, kStrict));
+  ASSERT_OK_AND_ASSIGN(Schedule early, Lower(s, {.recv = RecvPlacement::kEarly}));
   EXPECT_OK(Validate(early));
 }
 
@@ -275,7 +304,7 @@ TEST(ValidateTest, TorchtitanLoweredExampleNeedsRelaxedSemantics) {
             "(1SEND_F0) waits for rank 0 to post 2RECV_F0 (index 6)");
 }
 
-TEST(ValidateTest, RealComputeOnlyFilesValidateAfterTheDefaultLowering) {
+TEST(ValidateTest, RealComputeOnlyFilesValidateAfterLowering) {
   for (const char* file : {"torchtitan_4-rank.csv", "dualpipev_4rank_10mb.csv",
                            "zb1p_2rank_2stagep_compute.csv"}) {
     ASSERT_OK_AND_ASSIGN(Schedule s,
@@ -285,7 +314,9 @@ TEST(ValidateTest, RealComputeOnlyFilesValidateAfterTheDefaultLowering) {
     EXPECT_OK(Validate(s)) << file;
     ASSERT_OK_AND_ASSIGN(Schedule lowered, Lower(s));
     EXPECT_OK(Validate(lowered)) << file;
-    EXPECT_OK(Validate(lowered, kStrict)) << file;
+    ASSERT_OK_AND_ASSIGN(Schedule rendezvous,
+                         Lower(s, {.recv = RecvPlacement::kJitRendezvous}));
+    EXPECT_OK(Validate(rendezvous, kStrict)) << file;
   }
 }
 
