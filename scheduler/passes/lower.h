@@ -22,9 +22,12 @@
 //   kJitRendezvous   relaxed and strict         >= the lower bound (RECVs
 //                                               posted early where needed)
 //
-// kJit suits jitpipe's transports (inproc, MPI: matched by tag, sends never
-// block) and PyTorch's runtime; kJitRendezvous ordered rendezvous transports
-// such as a single NCCL stream or MPI_Ssend.
+// kJit suits runtimes that match messages by tag and never make a SEND wait
+// for its RECV: PyTorch's, and jitpipe's in-process backend (it copies on
+// send). kJitRendezvous suits ordered rendezvous transports (a single NCCL
+// stream, MPI_Ssend) and any runtime that waits for a send to complete
+// before it goes on: e.g. rank_executor.h with an arena over MPI, where a
+// large MPI_Isend completes only once the peer has posted its RECV.
 //
 // Pure functions; thread-compatible.
 #ifndef JITPIPE_SCHEDULER_PASSES_LOWER_H_
