@@ -11,9 +11,11 @@
 //                  replica 1 -> world ranks 4 5 6 7
 // and pipeline rank r's data-parallel group is {r, r + pp, ..., r + (dp-1) pp},
 // one communicator (MPI_Comm_split, color r, key replica: the group index is
-// the replica). mpirun fills the hosts of a hostfile in rank order, so with
-// `a slots=4` and `b slots=4` each replica's pipeline runs on one host and
-// only the gradient reductions cross hosts. Nothing assumes one host.
+// the replica). `mpirun --map-by slot` fills the hosts of a hostfile in rank
+// order, so with `a slots=4` and `b slots=4` each replica's pipeline runs on
+// one host and only the gradient reductions cross hosts (`--map-by node`
+// would put pipeline neighbours on different hosts instead). Nothing
+// assumes one host.
 //
 // The Transport (comm/transport.h), on MPI:
 // - Point-to-point: MPI_Isend / MPI_Irecv of bytes on a communicator of their
@@ -57,7 +59,13 @@
 // - Abort(reason) sends a notice to every other process on a control
 //   communicator; every process looks for notices in each transport call,
 //   and from then on all its pending and later operations fail with Aborted
-//   "rank R failed: <reason>". With abort_on_sigterm, SIGTERM (what mpirun
+//   "rank R failed: <reason>"; an operation that had completed is still
+//   reported complete. Abort() also retires the process's own pending
+//   operations: receives are cancelled (waiting at most 1 s for MPI to let
+//   go of their buffers), sends are freed (Open MPI cannot cancel a send; it
+//   completes in the background), collectives are left to MPI, which can
+//   neither cancel nor free them: their buffers must outlive MPI
+//   (RetainUntilEnd). With abort_on_sigterm, SIGTERM (what mpirun
 //   sends to every process once one has died or exited non-zero, a second
 //   before SIGKILL) aborts the process's transport as well, so a rank
 //   blocked in a wait fails with a clear error and can still write its
