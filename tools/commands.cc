@@ -4,17 +4,18 @@ namespace jitpipe::cli {
 
 const std::vector<Command>& AllCommands() {
   static const std::vector<Command>* commands = new std::vector<Command>{
+      // In the order of the workflow: make, look, check, lower, predict, run.
+      GenerateCommand(),
       ShowCommand(),
       ConvertCommand(),
       ValidateCommand(),
       LowerCommand(),
-      GenerateCommand(),
       PlanCommand(),
-      ReplayCommand(),
-      FrAnalyzeCommand(),
       SimulateCommand(),
       CompareCommand(),
       RenderCommand(),
+      ReplayCommand(),
+      FrAnalyzeCommand(),
   };
   return *commands;
 }
