@@ -1,6 +1,9 @@
 // Every file the CLI writes goes through base/atomic_file.h: a writer killed
 // at any point leaves the old file, byte for byte, or the complete new one;
-// never part of a file. Each writer below is started over an existing
+// never part of a file. (Schedules, plan and simulation traces and SVGs are
+// tested here; replay traces use the same ChromeTraceWriter::ToFile and
+// flight records the same WriteFileAtomically, with outputs too small to
+// kill reliably mid-way.) Each writer below is started over an existing
 // output and SIGKILLed as soon as its temporary file ("OUT.tmp.XXXXXX", next
 // to OUT) is created or first written to, watched with inotify.
 //
@@ -202,7 +205,13 @@ INSTANTIATE_TEST_SUITE_P(
         Writer{"ConvertCsv", "out.csv", {"convert", "{dir}/in.json", "-o", "{dir}/out.csv"}},
         Writer{"PlanTrace", "trace.json",
                {"plan", "{dir}/in.json", "--model", "{dir}/model.json", "--trace",
-                "{dir}/trace.json"}}),
+                "{dir}/trace.json"}},
+        Writer{"SimulateTrace", "trace.json",
+               {"simulate", "{dir}/in.json", "--model", "{dir}/model.json", "--trace",
+                "{dir}/trace.json"}},
+        Writer{"RenderSvg", "out.svg",
+               {"render", "{dir}/in.json", "--model", "{dir}/model.json", "-o",
+                "{dir}/out.svg"}}),
     [](const ::testing::TestParamInfo<Writer>& test) { return test.param.name; });
 
 }  // namespace
