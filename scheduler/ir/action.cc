@@ -7,6 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 
@@ -37,6 +38,22 @@ constexpr std::array<KindInfo, 11> kSimpleKindsLongestFirst = {{
 constexpr absl::string_view kOverlapName = "OVERLAP_F_B";
 
 // A cursor over the action text that reports errors with 1-based positions.
+// Input quoted in a message, with every byte that is not printable ASCII
+// shown as <XX> (as base/json_document.cc does): a message stays one line of
+// valid UTF-8 whatever the input holds (a NUL used to cut it short).
+std::string Shown(absl::string_view text) {
+  std::string out;
+  for (char c : text) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u >= 0x7f) {
+      absl::StrAppend(&out, absl::StrFormat("<%02X>", u));
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 class Cursor {
  public:
   Cursor(absl::string_view full, size_t begin, size_t end)
@@ -52,9 +69,9 @@ class Cursor {
 
   absl::Status Error(absl::string_view expected) const {
     std::string found = AtEnd() ? "the end of the text"
-                                : absl::StrCat("\"", std::string(1, Peek()), "\"");
+                                : absl::StrCat("\"", Shown(full_.substr(pos_, 1)), "\"");
     return absl::InvalidArgumentError(absl::StrCat(
-        "cannot parse action \"", full_, "\": ", AtEnd() ? "" : "unexpected ",
+        "cannot parse action \"", Shown(full_), "\": ", AtEnd() ? "" : "unexpected ",
         found, " at character ", pos_ + 1, "; expected ", expected));
   }
 
@@ -70,14 +87,14 @@ class Cursor {
       value = value * 10 + (Peek() - '0');
       if (value > std::numeric_limits<int32_t>::max()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "cannot parse action \"", full_, "\": the ", what, " at character ",
+            "cannot parse action \"", Shown(full_), "\": the ", what, " at character ",
             start + 1, " does not fit in 31 bits"));
       }
       ++pos_;
     }
     if (pos_ - start > 1 && full_[start] == '0') {
       return absl::InvalidArgumentError(absl::StrCat(
-          "cannot parse action \"", full_, "\": the ", what, " at character ",
+          "cannot parse action \"", Shown(full_), "\": the ", what, " at character ",
           start + 1, " has a leading zero"));
     }
     return static_cast<int32_t>(value);

@@ -1,6 +1,7 @@
 // Runs every case of the bad-input corpus (tests/corpus/cases.json) through
 // the jitpipe binary: the expected exit status, the expected message
-// fragments, a message that names the file, never a signal, never a hang.
+// fragments, a message that names the file and is clean UTF-8 text whatever
+// bytes the input held, never a signal, never a hang.
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -94,6 +95,26 @@ TEST(CorpusManifestTest, EveryInputFileIsUsed) {
   }
 }
 
+// Whether `text` is valid UTF-8 without control characters other than
+// newline and tab: a message that reaches a terminal intact.
+bool IsCleanText(const std::string& text) {
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) return false;
+      ++i;
+      continue;
+    }
+    const int length = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+    if (length == 0 || i + length > text.size()) return false;
+    for (int k = 1; k < length; ++k) {
+      if ((static_cast<unsigned char>(text[i + k]) & 0xc0) != 0x80) return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
 class CorpusTest : public ::testing::TestWithParam<CorpusCase> {};
 
 TEST_P(CorpusTest, RefusedCleanly) {
@@ -108,6 +129,7 @@ TEST_P(CorpusTest, RefusedCleanly) {
   ASSERT_LT(r.exit_code, 128) << "killed by signal " << r.exit_code - 128 << "\n" << r.err;
   EXPECT_EQ(r.exit_code, c.exit) << r.err;
   EXPECT_THAT(r.err, StartsWith("jitpipe"));
+  EXPECT_TRUE(IsCleanText(r.err)) << "stderr is not clean UTF-8 text: " << r.err;
   for (const std::string& fragment : c.expect) EXPECT_THAT(r.err, HasSubstr(fragment));
   const std::vector<std::string> files = NamedFiles(c);
   if (c.exit == 1 && !files.empty()) {
