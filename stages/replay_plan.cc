@@ -9,9 +9,10 @@
 
 namespace jitpipe {
 
-absl::StatusOr<Schedule> LowerForReplay(const Schedule& schedule) {
+absl::StatusOr<Schedule> LowerForReplay(const Schedule& schedule, RecvPlacement recv) {
   if (schedule.lowered) return schedule;
   LowerOptions options;
+  options.recv = recv;
   options.reduce_grad = true;
   return Lower(schedule, options);
 }

@@ -17,15 +17,19 @@
 #include "memory/memory_plan.h"
 #include "scheduler/ir/model.h"
 #include "scheduler/ir/schedule.h"
+#include "scheduler/passes/lower.h"
 #include "stages/rank_executable.h"
 #include "stages/stage.h"
 
 namespace jitpipe {
 
 // A lowered schedule as it is; a compute-only one lowered with the default
-// lowering plus REDUCE_GRAD (Lower(), receives just in time). Errors: those
-// of Lower().
-absl::StatusOr<Schedule> LowerForReplay(const Schedule& schedule);
+// lowering plus REDUCE_GRAD (Lower(), receives placed by `recv`: just in
+// time by default; kJitRendezvous for an executor that waits for sends to
+// complete mid-step over a rendezvous transport, e.g. arena buffers over
+// MPI, lower.h). Errors: those of Lower().
+absl::StatusOr<Schedule> LowerForReplay(const Schedule& schedule,
+                                        RecvPlacement recv = RecvPlacement::kJit);
 
 // `model` with every stage's byte sizes replaced by what its Stage reports
 // (a Stage of replica 0 is made for each stage and asked): input, output

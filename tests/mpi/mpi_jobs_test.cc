@@ -163,6 +163,40 @@ TEST(MpiReplayCliTest, RefusesAWorldThatIsNotPpTimesDp) {
                                 "multiple of dp 2\n"));
 }
 
+// Arena buffers over MPI: the executor completes a send before reusing its
+// bytes, and a 256 KiB MPI_Isend (past Open MPI's eager limit) completes only
+// once its receive is posted. The default just-in-time receives would
+// deadlock; replay lowers for rendezvous instead, and refuses a lowered file
+// that is not deadlock-free under rendezvous semantics.
+TEST(MpiReplayCliTest, ArenaBuffersWithRendezvousMessages) {
+  const std::string dir = MakeTempDir("mpi_arena");
+  const std::string model = dir + "/model.json";
+  testing::WriteTextFile(
+      model,
+      R"({"format": "jitpipe.model", "version": 1,
+          "defaults": {"forward_us": 10, "backward_input_us": 10, "backward_weight_us": 10,
+                       "input_bytes": 262144, "output_bytes": 262144, "stash_bytes": 4096,
+                       "param_bytes": 4096}})");
+  const std::string file = Generate("1f1b", 4, 8);
+  JobResult r = RunJob(4, {JITPIPE_CLI, "replay", file, "--backend", "mpi", "--stage", "cost",
+                           "--model", model, "--buffers", "arena", "--steps", "2", "--timeout",
+                           "20"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("with cost stages, mpi backend"));
+
+  const std::string lowered = dir + "/lowered.json";
+  CliResult lower = RunCli({"lower", file, "--reduce-grad", "-o", lowered});
+  ASSERT_EQ(lower.exit_code, 0) << lower.err;
+  JobResult refused = RunJob(4, {JITPIPE_CLI, "replay", lowered, "--backend", "mpi", "--stage",
+                                 "cost", "--model", model, "--buffers", "arena"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.err,
+              HasSubstr(absl::StrCat("jitpipe replay: ", lowered,
+                                     ": --buffers arena over MPI needs a program that is "
+                                     "deadlock-free under rendezvous semantics (lower it with "
+                                     "--recv jit-rendezvous): deadlock under strict")));
+}
+
 // mpi_runtime_test.cc's MpiStallTest: a SEND dropped, every process stops
 // within the 2 s timeout and dumps; `jitpipe fr-analyze` names the receive
 // whose send is missing.
