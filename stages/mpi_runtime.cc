@@ -16,6 +16,7 @@
 #include "base/status_macros.h"
 #include "comm/flight_analysis.h"
 #include "comm/flight_recorder.h"
+#include "scheduler/passes/validate.h"
 #include "stages/buffer_provider.h"
 #include "stages/mpi_outcome.h"
 #include "stages/rank_executor.h"
@@ -54,10 +55,16 @@ absl::Status CheckInputs(const Schedule& schedule, const Executable& executable,
                      ") must have one entry per rank (", schedule.pp, ")"));
   }
   const int rank = context.rank() % schedule.pp;
-  if (options.buffers == BufferMode::kArena &&
-      plans[rank].arena.offsets.size() != executable.ranks[rank].buffer_bytes.size()) {
+  if (options.buffers != BufferMode::kArena) return absl::OkStatus();
+  if (plans[rank].arena.offsets.size() != executable.ranks[rank].buffer_bytes.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, ": arena buffers need a plan with an arena"));
+  }
+  if (absl::Status strict = Validate(schedule, {CommSemantics::kStrict, 0}); !strict.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "arena buffers over MPI need a program that is deadlock-free under rendezvous "
+        "semantics (lower it with --recv jit-rendezvous): ",
+        strict.message()));
   }
   return absl::OkStatus();
 }

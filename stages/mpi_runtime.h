@@ -60,11 +60,16 @@ namespace jitpipe {
 // Runs this process's world rank of `executable` (BuildExecutable of
 // `schedule` with plans[r].buffers) for options.steps steps; options.dp must
 // be context.dp(); options.on_step is called on world rank 0 only.
-// `factory` makes this process's stages only. Errors, the same on every
-// process: InvalidArgument when the world is not pp x dp processes ("the
-// MPI world has 6 processes but pp 4 x dp 2 needs 8 (mpirun -np 8)"), for options
-// out of range or plans that do not fit the executable. Otherwise the
-// failure of the run as described above.
+// `factory` makes this process's stages only. With BufferMode::kArena the
+// executor completes sends before reusing their bytes, and a large
+// MPI_Isend completes only once its receive is posted: the schedule must be
+// deadlock-free under strict (rendezvous) semantics, validate.h, e.g.
+// LowerForReplay(..., RecvPlacement::kJitRendezvous). Errors, the same on
+// every process: InvalidArgument when the world is not pp x dp processes
+// ("the MPI world has 6 processes but pp 4 x dp 2 needs 8 (mpirun -np 8)"),
+// for options out of range, plans that do not fit the executable, or arena
+// buffers with a schedule that deadlocks under strict semantics. Otherwise
+// the failure of the run as described above.
 absl::StatusOr<ReplayResult> RunMpiReplay(const Schedule& schedule, const Executable& executable,
                                           absl::Span<const RankMemoryPlan> plans,
                                           StageFactory& factory, MpiContext& context,

@@ -30,7 +30,6 @@
 #include "base/json_document.h"
 #include "base/status_macros.h"
 #include "scheduler/ir/model.h"
-#include "scheduler/passes/validate.h"
 #include "stages/cost_stage.h"
 #include "stages/inproc_runtime.h"
 #include "stages/mlp_reference.h"
@@ -289,23 +288,12 @@ int RunReplay(const Command& command, const Invocation& invocation) {
   };
   absl::StatusOr<Schedule> input = LoadInputSchedule(path);
   if (!input.ok()) return Fail(command, input.status());
-  // Arena buffers over MPI: the executor completes sends before reusing
-  // their bytes, and a large MPI_Isend completes only once its receive is
-  // posted, so the program must be deadlock-free under rendezvous (strict)
-  // semantics: receives are placed for it (lower.h), a lowered FILE is
-  // checked.
+  // Arena buffers over MPI need a program that is deadlock-free under
+  // rendezvous semantics (stages/mpi_runtime.h): receives are placed for it.
   const bool rendezvous = f.backend == "mpi" && f.run.buffers == BufferMode::kArena;
   absl::StatusOr<Schedule> lowered = LowerForReplay(
       *input, rendezvous ? RecvPlacement::kJitRendezvous : RecvPlacement::kJit);
   if (!lowered.ok()) return Fail(command, in_file(lowered.status()));
-  if (rendezvous && input->lowered) {
-    if (absl::Status strict = Validate(*lowered, {CommSemantics::kStrict, 0}); !strict.ok()) {
-      return Fail(command, in_file(absl::InvalidArgumentError(absl::StrCat(
-                               "--buffers arena over MPI needs a program that is deadlock-free "
-                               "under rendezvous semantics (lower it with --recv jit-rendezvous): ",
-                               strict.message()))));
-    }
-  }
   Model base = model.value_or(Model());
   base.dp.size = f.dp;
   f.run.reduce = base.dp.reduce;

@@ -192,7 +192,7 @@ TEST(MpiReplayCliTest, ArenaBuffersWithRendezvousMessages) {
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_THAT(refused.err,
               HasSubstr(absl::StrCat("jitpipe replay: ", lowered,
-                                     ": --buffers arena over MPI needs a program that is "
+                                     ": arena buffers over MPI need a program that is "
                                      "deadlock-free under rendezvous semantics (lower it with "
                                      "--recv jit-rendezvous): deadlock under strict")));
 }

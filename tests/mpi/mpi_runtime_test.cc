@@ -64,12 +64,14 @@ struct MlpReplay {
   ReplayPlan plan;
 };
 
-// `name` at pp = world / dp, m = 2 pp, lowered and planned for the small mlp.
-absl::StatusOr<MlpReplay> PrepareMlp(const std::string& name, ReduceKind reduce) {
+// `name` at pp = world / dp, m = 2 pp, lowered with `recv` and planned for
+// the small mlp.
+absl::StatusOr<MlpReplay> PrepareMlp(const std::string& name, ReduceKind reduce,
+                                     RecvPlacement recv = RecvPlacement::kJit) {
   const int dp = Ctx().dp();
   absl::StatusOr<Schedule> generated = Generate({name, Ctx().pp(), 2 * Ctx().pp(), 0});
   if (!generated.ok()) return generated.status();
-  absl::StatusOr<Schedule> lowered = LowerForReplay(*generated);
+  absl::StatusOr<Schedule> lowered = LowerForReplay(*generated, recv);
   if (!lowered.ok()) return lowered.status();
   MlpReplay out;
   out.factory = std::make_unique<MlpStageFactory>(SmallMlp(), MlpLayout::Of(*lowered, dp));
@@ -115,7 +117,11 @@ class MpiReplayTest : public ::testing::TestWithParam<ReplayCase> {};
 
 TEST_P(MpiReplayTest, EqualsTheInProcessRunAndTheReference) {
   const ReplayCase& c = GetParam();
-  absl::StatusOr<MlpReplay> r = PrepareMlp(c.schedule, c.reduce);
+  // Arena buffers over MPI need rendezvous-safe receives (mpi_runtime.h).
+  absl::StatusOr<MlpReplay> r =
+      PrepareMlp(c.schedule, c.reduce,
+                 c.buffers == BufferMode::kArena ? RecvPlacement::kJitRendezvous
+                                                 : RecvPlacement::kJit);
   if (!r.ok()) GTEST_SKIP() << r.status();  // the same on every process
   const InProcessOptions options = RunOptions(c.reduce, c.buffers);
   ASSERT_OK_AND_ASSIGN(ReplayResult mpi, RunMpiReplay(r->plan.schedule, r->plan.executable,
@@ -187,6 +193,19 @@ TEST(MpiRuntimeTest, RefusesAWorldOfTheWrongSize) {
             absl::StrCat("the MPI world has ", Ctx().size(), " processes but pp ", Ctx().pp(),
                          " x dp ", Ctx().dp() + 1, " needs ", needed, " (mpirun -np ", needed,
                          ")"));
+}
+
+TEST(MpiRuntimeTest, RefusesArenaBuffersWithAProgramThatDeadlocksUnderRendezvous) {
+  absl::StatusOr<MlpReplay> r = PrepareMlp("1f1b", ReduceKind::kAllReduce, RecvPlacement::kJit);
+  ASSERT_OK(r);
+  const InProcessOptions options = RunOptions(ReduceKind::kAllReduce, BufferMode::kArena);
+  absl::StatusOr<ReplayResult> result = RunMpiReplay(
+      r->plan.schedule, r->plan.executable, r->plan.plans, *r->factory, Ctx(), options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(testing::Message(result),
+              ::testing::StartsWith("arena buffers over MPI need a program that is deadlock-free "
+                                    "under rendezvous semantics (lower it with --recv "
+                                    "jit-rendezvous): deadlock under strict"));
 }
 
 bool RunningAlone(absl::string_view suite) {
