@@ -115,6 +115,17 @@ absl::Status ValidateHeader(const Schedule& s) {
         "stage_to_rank does not follow the ", PlacementName(s.placement),
         " placement; use \"custom\""));
   }
+  // Passes index dense tables by (stage, microbatch): a header may not claim
+  // far more pairs than its programs could hold (each pair needs a forward
+  // and a backward), or a 30-byte file would ask for gigabytes.
+  const int64_t pairs = num_stages * (s.microbatches / s.chains);
+  const int64_t actions = static_cast<int64_t>(s.TotalActions());
+  if (pairs > kMaxPairsBeyondPrograms && pairs > actions) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        num_stages, " stages x ", s.microbatches / s.chains, " microbatches = ", pairs,
+        " stage-microbatch pairs, but the programs hold only ", actions,
+        " actions; each pair needs a forward and a backward"));
+  }
   return absl::OkStatus();
 }
 

@@ -20,6 +20,7 @@
 #ifndef JITPIPE_SCHEDULER_IR_SCHEDULE_H_
 #define JITPIPE_SCHEDULER_IR_SCHEDULE_H_
 
+#include <cstdint>
 #include <string>
 #include "absl/strings/string_view.h"
 #include <vector>
@@ -74,11 +75,18 @@ struct Schedule {
   friend bool operator==(const Schedule&, const Schedule&) = default;
 };
 
-// Checks the header fields against each other (not the programs): pp,
-// stages_per_rank, microbatches and chains positive; stage_to_rank has
-// pp*stages_per_rank entries, each a rank in [0, pp), each rank holding
-// stages_per_rank stages; chains divides the stages and the microbatches;
-// `ranks` has pp programs; a named placement matches stage_to_rank.
+// Beyond this many stage-microbatch pairs a header must not claim more pairs
+// than its programs hold actions (see ValidateHeader).
+inline constexpr int64_t kMaxPairsBeyondPrograms = int64_t{1} << 20;
+
+// Checks the header fields against each other (and only the programs'
+// sizes): pp, stages_per_rank, microbatches and chains positive;
+// stage_to_rank has pp*stages_per_rank entries, each a rank in [0, pp), each
+// rank holding stages_per_rank stages; chains divides the stages and the
+// microbatches; `ranks` has pp programs; a named placement matches
+// stage_to_rank; more than kMaxPairsBeyondPrograms stage-microbatch pairs
+// only when the programs hold at least that many actions (passes size dense
+// tables by the pairs; a valid program holds two actions per pair).
 // Errors: InvalidArgument naming the field.
 absl::Status ValidateHeader(const Schedule& schedule);
 

@@ -1,9 +1,11 @@
 #include "scheduler/ir/schedule_csv.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -109,7 +111,17 @@ void ApplyLegacyNames(RankProgram& program) {
 // infers them. Positions: (rank, index) of the first sighting of each stage.
 absl::Status InferHeader(Schedule& s) {
   s.pp = static_cast<int>(s.ranks.size());
+  // first_seen is indexed by stage and never needs more entries than the
+  // file has actions (stages are numbered 0.. without gaps); a larger stage
+  // number means a gap, and its sighting goes to far_seen instead of
+  // growing the vector to that number.
+  size_t leaves = 0;
+  for (const RankProgram& program : s.ranks) {
+    for (const Action& a : program) leaves += a.is_compound() ? a.sub_actions.size() : 1;
+  }
   std::vector<std::pair<int, size_t>> first_seen;  // by stage: (rank, index)
+  absl::flat_hash_map<int, std::pair<int, size_t>> far_seen;  // stages > leaves
+  int max_stage = -1;
   int max_mb = -1;
   for (int r = 0; r < s.pp; ++r) {
     for (size_t i = 0; i < s.ranks[r].size(); ++i) {
@@ -127,10 +139,13 @@ absl::Status InferHeader(Schedule& s) {
         max_mb = std::max(max_mb, a.microbatch);
       }
       for (int stage : stages) {
-        if (stage >= static_cast<int>(first_seen.size())) {
+        max_stage = std::max(max_stage, stage);
+        if (static_cast<size_t>(stage) > leaves) {
+          far_seen.try_emplace(stage, -1, 0);
+        } else if (stage >= static_cast<int>(first_seen.size())) {
           first_seen.resize(stage + 1, {-1, 0});
         }
-        auto& seen = first_seen[stage];
+        auto& seen = static_cast<size_t>(stage) > leaves ? far_seen[stage] : first_seen[stage];
         if (seen.first < 0) {
           seen = {r, i};
         } else if (seen.first != r) {
@@ -141,11 +156,11 @@ absl::Status InferHeader(Schedule& s) {
       }
     }
   }
-  if (first_seen.empty()) return absl::InvalidArgumentError("the CSV holds no actions");
-  for (size_t stage = 0; stage < first_seen.size(); ++stage) {
-    if (first_seen[stage].first < 0) {
+  if (max_stage < 0) return absl::InvalidArgumentError("the CSV holds no actions");
+  for (size_t stage = 0; stage <= static_cast<size_t>(max_stage); ++stage) {
+    if (stage >= first_seen.size() || first_seen[stage].first < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "stage ", stage, " appears on no rank, but stage ", first_seen.size() - 1,
+          "stage ", stage, " appears on no rank, but stage ", max_stage,
           " does; stages must be numbered 0.. without gaps"));
     }
     s.stage_to_rank.push_back(first_seen[stage].first);
@@ -164,6 +179,10 @@ absl::Status InferHeader(Schedule& s) {
           "rank ", r, " (line ", r + 1, ") holds ", per_rank[r], " stages; every rank must hold ",
           s.stages_per_rank, " (", num_stages, " stages over ", s.pp, " ranks)"));
     }
+  }
+  if (max_mb == std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "microbatch ", max_mb, " implies more microbatches than fit in 31 bits"));
   }
   s.microbatches = std::max(max_mb + 1, 1);
   s.placement = DetectPlacement(s.stage_to_rank, s.pp);
@@ -210,6 +229,7 @@ absl::StatusOr<Schedule> ParseScheduleCsv(absl::string_view text, const CsvReadO
     s.ranks.push_back(std::move(program));
   }
   RETURN_IF_ERROR(InferHeader(s));
+  RETURN_IF_ERROR(ValidateHeader(s));
   return s;
 }
 
