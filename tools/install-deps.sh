@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs jitpipe's build and test dependencies from Debian's packages when
-# any is missing. Nothing is downloaded from anywhere but the apt sources.
+# any is missing. Nothing is downloaded from anywhere but the apt sources
+# (tools/check-trace-engine.sh later installs its one npm package, pinned by
+# tools/trace_engine/package-lock.json, from the npm registry).
 # Usage: tools/install-deps.sh
 set -euo pipefail
 
@@ -13,6 +15,11 @@ packages=(
 )
 
 missing=()
+# node and npm run the DevTools trace-engine check; a machine may have them
+# from outside Debian, so only their absence asks for Debian's.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  missing+=(nodejs npm)
+fi
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
