@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (cmake preset "fuzz": clang-14, ASan + UBSan,
-# build/fuzz) and runs each for SECONDS on its seed corpus, one after another.
+# build/fuzz) and runs each for SECONDS on its seed corpus, as many at once as
+# there are cores (FUZZ_JOBS overrides; each libFuzzer process uses one core).
 # Usage: tools/fuzz.sh [SECONDS] [TARGET...]
 #   SECONDS  per target; default 60 (what CI runs). Longer runs: tools/fuzz.sh 600
 #   TARGET   run only these (e.g. pipeline_fuzzer); default: every target.
@@ -20,16 +21,18 @@ build=build/fuzz
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz >&2
 
-failed=0
-while read -r target; do
-  [ -n "$target" ] || continue
+jobs="${FUZZ_JOBS:-$(nproc)}"
+mkdir -p "$build/logs"
+
+# run_target PATH: one libFuzzer campaign; its summary line goes to
+# $build/logs/<name>.summary and its exit status to <name>.status.
+run_target() {
+  local target="$1" name work artifacts log status=0 execs cov
   name="$(basename "$target")"
-  if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then continue; fi
   work="$build/corpus/$name"
   artifacts="$build/artifacts/$name/"
   log="$build/logs/$name.log"
-  mkdir -p "$work" "$artifacts" "$build/logs"
-  status=0
+  mkdir -p "$work" "$artifacts"
   "$target" -max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
     -max_len=65536 \
     -artifact_prefix="$artifacts" "$work" "tests/fuzz/corpus/$name" tests/corpus/inputs \
@@ -37,11 +40,30 @@ while read -r target; do
   execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")"
   cov="$(grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+' "$log" | tail -1 || true)"
   if [ "$status" -eq 0 ]; then
-    echo "$name: ok, ${execs:-?} executions in ${seconds} s, $cov"
+    echo "$name: ok, ${execs:-?} executions in ${seconds} s, $cov" >"$build/logs/$name.summary"
   else
-    failed=1
-    echo "$name: FAILED (exit $status) after ${execs:-?} executions; see $log and $artifacts"
-    grep -E '^(==[0-9]+==ERROR|SUMMARY|contract broken)' "$log" | head -5 || true
+    { echo "$name: FAILED (exit $status) after ${execs:-?} executions; see $log and $artifacts"
+      grep -E '^(==[0-9]+==ERROR|SUMMARY|contract broken)' "$log" | head -5 || true
+    } >"$build/logs/$name.summary"
   fi
+  echo "$status" >"$build/logs/$name.status"
+}
+
+names=()
+while read -r target; do
+  [ -n "$target" ] || continue
+  name="$(basename "$target")"
+  if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then continue; fi
+  rm -f "$build/logs/$name.summary" "$build/logs/$name.status"
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  run_target "$target" &
+  names+=("$name")
 done < "$build/tests/fuzz/fuzzers.txt"
+wait
+
+failed=0
+for name in "${names[@]}"; do
+  cat "$build/logs/$name.summary"
+  [ "$(cat "$build/logs/$name.status")" = 0 ] || failed=1
+done
 exit "$failed"
