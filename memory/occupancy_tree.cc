@@ -26,13 +26,17 @@ void OccupancyTree::Insert(RangeSet& set, Range range) {
   }
 }
 
+void OccupancyTree::PushRun(const RangeSet& set) {
+  if (!set.empty()) runs_.push_back({set.data(), set.data() + set.size()});
+}
+
 // Node `node` spans time points [lo, hi]; the query is [start, end].
 void OccupancyTree::Collect(int node, int lo, int hi, int start, int end) {
   if (start <= lo && hi <= end) {
-    scratch_.insert(scratch_.end(), within_[node].begin(), within_[node].end());
+    PushRun(within_[node]);
     return;
   }
-  scratch_.insert(scratch_.end(), cover_[node].begin(), cover_[node].end());
+  PushRun(cover_[node]);
   const int mid = lo + (hi - lo) / 2;
   if (start <= mid && !within_[2 * node].empty()) Collect(2 * node, lo, mid, start, end);
   if (end > mid && !within_[2 * node + 1].empty()) Collect(2 * node + 1, mid + 1, hi, start, end);
@@ -50,16 +54,25 @@ void OccupancyTree::Add(int node, int lo, int hi, int start, int end, Range rang
 }
 
 int64_t OccupancyTree::BestFit(int start, int end, int64_t bytes, int64_t alignment) {
-  scratch_.clear();
+  runs_.clear();
   if (!within_[1].empty()) Collect(1, 0, num_times_ - 1, start, end);
-  std::sort(scratch_.begin(), scratch_.end(),
-            [](const Range& a, const Range& b) { return a.lo < b.lo; });
-  // Walk the occupied ranges upwards; `top` is the end of the occupied bytes
-  // so far, so [AlignUp(top), next.lo) is a gap.
+  // Walk the occupied ranges upwards, merging the sorted runs (a handful,
+  // O(log T)) through a min-heap on `lo` instead of sorting their
+  // concatenation; `top` is the end of the occupied bytes so far, so
+  // [AlignUp(top), next.lo) is a gap.
+  auto later = [](const Run& a, const Run& b) { return a.next->lo > b.next->lo; };
+  std::make_heap(runs_.begin(), runs_.end(), later);
   int64_t top = 0;
   int64_t best = -1;
   int64_t best_size = std::numeric_limits<int64_t>::max();
-  for (const Range& r : scratch_) {
+  while (!runs_.empty()) {
+    std::pop_heap(runs_.begin(), runs_.end(), later);
+    const Range r = *runs_.back().next++;
+    if (runs_.back().next == runs_.back().end) {
+      runs_.pop_back();
+    } else {
+      std::push_heap(runs_.begin(), runs_.end(), later);
+    }
     const int64_t gap_start = AlignUp(top, alignment);
     const int64_t gap_size = r.lo - gap_start;
     if (gap_size >= bytes && gap_size < best_size) {

@@ -46,13 +46,19 @@ class OccupancyTree {
   using RangeSet = std::vector<Range>;  // sorted by lo, disjoint, not touching
 
   static void Insert(RangeSet& set, Range range);
+  void PushRun(const RangeSet& set);
   void Collect(int node, int lo, int hi, int start, int end);
   void Add(int node, int lo, int hi, int start, int end, Range range);
 
   int num_times_;
   std::vector<RangeSet> cover_;
   std::vector<RangeSet> within_;
-  std::vector<Range> scratch_;  // ranges gathered by one query
+  // One sorted set gathered by a query: its ranges [next, end) not yet walked.
+  struct Run {
+    const Range* next;
+    const Range* end;
+  };
+  std::vector<Run> runs_;
 };
 
 }  // namespace jitpipe
