@@ -4,7 +4,8 @@
 # a smoke test that a real viewer accepts it: prints the trace bounds, the
 # threads per process and the number of flows; exits non-zero when the engine
 # throws or finds nothing. Needs node and npm; installs the package on the
-# first run (npm ci, from the lock file).
+# first run (npm ci, from the lock file: this downloads from the npm registry,
+# which is why tools/test.sh does not run it).
 #
 # Usage: tools/check-trace-engine.sh TRACE.json
 set -euo pipefail

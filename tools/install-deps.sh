@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs jitpipe's build and test dependencies from Debian's packages when
-# any is missing. Nothing is downloaded from anywhere but the apt sources
-# (tools/check-trace-engine.sh later installs its one npm package, pinned by
-# tools/trace_engine/package-lock.json, from the npm registry).
+# any is missing. Nothing is downloaded from anywhere but the apt sources.
+# (The optional tools/check-trace-engine.sh needs node, npm and the npm
+# registry; it is not part of the tests and this script does not set it up.)
 # Usage: tools/install-deps.sh
 set -euo pipefail
 
@@ -15,11 +15,6 @@ packages=(
 )
 
 missing=()
-# node and npm run the DevTools trace-engine check; a machine may have them
-# from outside Debian, so only their absence asks for Debian's.
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  missing+=(nodejs npm)
-fi
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
