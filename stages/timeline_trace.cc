@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace jitpipe {
@@ -91,7 +93,9 @@ std::vector<Slice> MakeSlices(const Schedule& s, const Timeline& timeline) {
     for (size_t k : members) {
       const int64_t start = Nanos(slices[k].span->start_us);
       size_t lane = 0;
-      while (lane < lane_end.size() && lane_end[lane] > start) ++lane;
+      // >=: a slice starting where the lane's last one ended takes another
+      // lane, so an arrival slice (at a RECV's end) starts alone on its thread.
+      while (lane < lane_end.size() && lane_end[lane] >= start) ++lane;
       if (lane == lane_end.size()) lane_end.push_back(0);
       lane_end[lane] = Nanos(slices[k].span->end_us);
       slices[k].tid = 1 + key.second * kLaneStride + static_cast<int>(lane);
@@ -129,9 +133,69 @@ TransferEnds FindEnds(const Executable& exe) {
   return ends;
 }
 
-// Sets flow_out / flow_in on producer and consumer compute slices where
-// both viewers can bind them (see the header).
-void AddFlows(const Schedule& s, const Executable& exe, std::vector<Slice>& slices) {
+uint64_t TransferKey(int world_rank, int step, int transfer, TimelineTrack track) {
+  return Key(world_rank, step, transfer * 2 + (track == TimelineTrack::kRecv ? 1 : 0));
+}
+
+std::string FlowName(const Transfer& x) {
+  const bool forward = x.kind == ActionKind::kSendF;
+  return absl::StrCat(forward ? "act s" : "grad s", x.stage, "->s",
+                      forward ? x.stage + 1 : x.stage - 1, " mb", x.microbatch);
+}
+
+// Arrows from each SEND slice, at its post, to the data's arrival on the
+// receiving side: a zero-length slice at the end of the RECV slice (the RECV
+// slice itself when it has no length). A viewer draws an arrow only forwards
+// in time, so a transfer that arrives no later than its send was posted (free
+// communication) gets none here; `done` marks the (world rank of the sender,
+// step, transfer) instances that got one.
+void AddTransferFlows(const Schedule& s, const Executable& exe, std::vector<Slice>& slices,
+                      std::deque<TimelineSpan>& arrivals,
+                      absl::flat_hash_set<uint64_t>& done, int64_t& id) {
+  absl::flat_hash_map<uint64_t, size_t> p2p;  // TransferKey -> slice
+  for (size_t k = 0; k < slices.size(); ++k) {
+    const TimelineSpan& span = *slices[k].span;
+    if ((span.track == TimelineTrack::kSend || span.track == TimelineTrack::kRecv) &&
+        span.transfer >= 0) {
+      p2p[TransferKey(span.rank, slices[k].step, span.transfer, span.track)] = k;
+    }
+  }
+  const size_t num_slices = slices.size();
+  for (size_t k = 0; k < num_slices; ++k) {
+    if (slices[k].span->track != TimelineTrack::kSend || slices[k].span->transfer < 0) continue;
+    const TimelineSpan& send = *slices[k].span;
+    const Transfer& x = exe.transfers[send.transfer];
+    const int base = send.rank - send.rank % s.pp;
+    auto r = p2p.find(
+        TransferKey(base + x.dst_rank, slices[k].step, send.transfer, TimelineTrack::kRecv));
+    if (r == p2p.end()) continue;
+    const TimelineSpan& recv = *slices[r->second].span;
+    const int64_t posted = Nanos(send.start_us), arrived = Nanos(recv.end_us);
+    if (arrived <= posted + 1) continue;
+    size_t to = r->second;
+    if (Nanos(recv.start_us) != arrived) {
+      TimelineSpan& mark = arrivals.emplace_back(recv);
+      mark.start_us = mark.end_us = recv.end_us;
+      Slice arrival;
+      arrival.span = &mark;
+      arrival.tid = slices[r->second].tid;
+      arrival.step = slices[r->second].step;
+      arrival.name = absl::StrCat("arrived ", FlowName(x));
+      slices.push_back(std::move(arrival));
+      to = slices.size() - 1;
+    }
+    Slice& from = slices[k];
+    from.flow_out = slices[to].flow_in = id++;
+    from.flow_out_name = slices[to].flow_in_name = FlowName(x);
+    done.insert(Key(send.rank, from.step, send.transfer));
+  }
+}
+
+// For the transfers AddTransferFlows left without an arrow: one from the
+// producing compute slice to the consuming one where the viewers can bind
+// them (distinct starts, forwards in time).
+void AddComputeFlows(const Schedule& s, const Executable& exe, std::vector<Slice>& slices,
+                     const absl::flat_hash_set<uint64_t>& done, int64_t& id) {
   absl::flat_hash_map<uint64_t, size_t> compute;  // (rank, step, index) -> slice
   std::map<int, std::vector<int64_t>> starts;     // per rank: compute starts, ns
   int steps = 0, world = 0;
@@ -150,7 +214,6 @@ void AddFlows(const Schedule& s, const Executable& exe, std::vector<Slice>& slic
     return lo != list.end() && *lo <= ns + 1 && (lo + 1 == list.end() || *(lo + 1) > ns + 1);
   };
   const TransferEnds ends = FindEnds(exe);
-  int64_t id = 0;
   // Index spaces: replica (world rank = replica * pp + rank), step, transfer.
   for (int replica = 0; replica * s.pp < world; ++replica) {
     for (int step = 0; step < steps; ++step) {
@@ -158,6 +221,7 @@ void AddFlows(const Schedule& s, const Executable& exe, std::vector<Slice>& slic
         const auto [src, from_index] = ends.producer[t];
         const auto [dst, to_index] = ends.consumer[t];
         if (src < 0 || dst < 0) continue;
+        if (done.contains(Key(replica * s.pp + src, step, static_cast<int>(t)))) continue;
         auto p = compute.find(Key(replica * s.pp + src, step, from_index));
         auto c = compute.find(Key(replica * s.pp + dst, step, to_index));
         if (p == compute.end() || c == compute.end()) continue;
@@ -168,12 +232,8 @@ void AddFlows(const Schedule& s, const Executable& exe, std::vector<Slice>& slic
             !unique_start(from.span->rank, from_ns) || !unique_start(to.span->rank, to_ns)) {
           continue;
         }
-        const Transfer& x = exe.transfers[t];
-        const bool forward = x.kind == ActionKind::kSendF;
-        std::string name = absl::StrCat(forward ? "act s" : "grad s", x.stage, "->s",
-                                        forward ? x.stage + 1 : x.stage - 1, " mb", x.microbatch);
         from.flow_out = to.flow_in = id++;
-        from.flow_out_name = to.flow_in_name = std::move(name);
+        from.flow_out_name = to.flow_in_name = FlowName(exe.transfers[t]);
       }
     }
   }
@@ -252,7 +312,11 @@ void WriteCounters(const Timeline& timeline, ChromeTraceWriter& writer) {
 void AddTimelineToTrace(const Schedule& schedule, const Executable& executable,
                         const Timeline& timeline, ChromeTraceWriter& writer) {
   std::vector<Slice> slices = MakeSlices(schedule, timeline);
-  AddFlows(schedule, executable, slices);
+  std::deque<TimelineSpan> arrivals;  // the spans of the arrival slices
+  absl::flat_hash_set<uint64_t> done;
+  int64_t flow_id = 0;
+  AddTransferFlows(schedule, executable, slices, arrivals, done, flow_id);
+  AddComputeFlows(schedule, executable, slices, done, flow_id);
   WriteNames(schedule, slices, writer);
   WriteSlices(schedule, executable, slices, writer);
   WriteCounters(timeline, writer);

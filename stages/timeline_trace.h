@@ -6,13 +6,14 @@
 // a compute thread and, for send / recv / reduce / unshard spans, one thread
 // per lane (overlapping spans of one track are spread over lanes); slices
 // named after the action, with the program index (and, for transfers, bytes
-// and peer) as args; flow arrows from a transfer's producing compute slice to
-// its consuming one where both viewers can bind them; memory counters per
-// rank and category ("mem.<category>", "mem.live"), with a last sample at
-// the rank's end.
-//
-// (This header was reconstructed from timeline_trace.cc after it was
-// overwritten by mistake; its owner may restate the contract.)
+// and peer) as args; a flow arrow from each SEND slice, at its post, to the
+// data's arrival at the receiver (a zero-length slice named "arrived ..." at
+// the end of the matching RECV slice, or that slice when it has no length);
+// for a transfer that arrives no later than its send was posted (free
+// communication: viewers draw arrows only forwards in time), an arrow from
+// the producing compute slice to the consuming one instead, where both
+// viewers can bind them; memory counters per rank and category
+// ("mem.<category>", "mem.live"), with a last sample at the rank's end.
 #ifndef JITPIPE_STAGES_TIMELINE_TRACE_H_
 #define JITPIPE_STAGES_TIMELINE_TRACE_H_
 

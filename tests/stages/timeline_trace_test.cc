@@ -1,10 +1,13 @@
 // Timelines as Chrome traces: what the simulator predicts and what the
 // in-process runtime measures both pass the Perfetto/DevTools rules
-// (CheckChromeTrace), with tracks, arrows and memory counters.
+// (CheckChromeTrace), with tracks, arrows from each send to its receive and
+// memory counters.
 #include "stages/timeline_trace.h"
 
+#include <map>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "gtest/gtest.h"
 #include "scheduler/generators/generate.h"
@@ -31,7 +34,35 @@ absl::StatusOr<ChromeTraceSummary> TraceOf(const ReplayPlan& plan, const Timelin
   return CheckChromeTrace(json);
 }
 
-absl::StatusOr<ReplayPlan> Planned(const std::string& name, int pp, int m) {
+// How many flow starts sit on a send thread and how many flow ends on a
+// recv thread (thread names "send", "send 2", "recv", ...).
+std::pair<int64_t, int64_t> FlowEnds(const nlohmann::json& json) {
+  std::map<std::pair<int, int>, std::string> thread;
+  for (const auto& e : json["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") {
+      thread[{e["pid"].get<int>(), e["tid"].get<int>()}] = e["args"]["name"];
+    }
+  }
+  std::pair<int64_t, int64_t> ends{0, 0};
+  for (const auto& e : json["traceEvents"]) {
+    if (e["ph"] != "s" && e["ph"] != "f") continue;
+    const std::string& name = thread[{e["pid"].get<int>(), e["tid"].get<int>()}];
+    if (e["ph"] == "s" && name.rfind("send", 0) == 0) ++ends.first;
+    if (e["ph"] == "f" && name.rfind("recv", 0) == 0) ++ends.second;
+  }
+  return ends;
+}
+
+int64_t ArrivalSlices(const nlohmann::json& json) {
+  int64_t n = 0;
+  for (const auto& e : json["traceEvents"]) {
+    if (e["ph"] == "X" && e["name"].get<std::string>().rfind("arrived ", 0) == 0) ++n;
+  }
+  return n;
+}
+
+absl::StatusOr<ReplayPlan> Planned(const std::string& name, int pp, int m,
+                                   double p2p_latency_us = 0.25) {
   absl::StatusOr<Schedule> s = Generate({name, pp, m, 0});
   if (!s.ok()) return s.status();
   absl::StatusOr<Schedule> lowered = LowerForReplay(*s);
@@ -44,7 +75,7 @@ absl::StatusOr<ReplayPlan> Planned(const std::string& name, int pp, int m) {
   model.defaults.output_bytes = 64;
   model.defaults.stash_bytes = 128;
   model.defaults.param_bytes = 256;
-  model.p2p.latency_us = 0.25;
+  model.p2p.latency_us = p2p_latency_us;
   model.dp.size = 2;
   model.dp.link.latency_us = 3;
   return PlanReplay(*std::move(lowered), model, MemoryPolicy::kJit);
@@ -58,8 +89,12 @@ TEST(TimelineTraceTest, SimulatedTimelinePassesTheViewerRules) {
                        Simulate(plan.schedule, plan.executable, plan.model, {true}));
   nlohmann::json json;
   ASSERT_OK_AND_ASSIGN(ChromeTraceSummary summary, TraceOf(plan, sim.timeline, &json));
-  EXPECT_EQ(summary.slices, static_cast<int64_t>(sim.timeline.spans.size()));
-  EXPECT_EQ(summary.flows, static_cast<int64_t>(plan.executable.transfers.size()));
+  const int64_t transfers = static_cast<int64_t>(plan.executable.transfers.size());
+  // A slice per span plus an arrival slice per transfer (every RECV span has
+  // length: the link has latency).
+  EXPECT_EQ(summary.slices, static_cast<int64_t>(sim.timeline.spans.size()) + transfers);
+  EXPECT_EQ(summary.flows, transfers);
+  EXPECT_EQ(FlowEnds(json), (std::pair<int64_t, int64_t>{transfers, transfers}));
   EXPECT_GT(summary.counters, 0);
   std::set<std::string> names;
   for (const auto& e : json["traceEvents"]) {
@@ -70,6 +105,25 @@ TEST(TimelineTraceTest, SimulatedTimelinePassesTheViewerRules) {
                                "mem.stash", "mem.receive", "mem.gradients", "mem.live"}) {
     EXPECT_TRUE(names.count(expected)) << expected;
   }
+}
+
+// Free communication: data arrives the instant both sides are posted. Where
+// the receive was posted first that is the send's own instant, and a viewer
+// draws no arrow that does not go forwards in time, so those transfers'
+// arrows run from the producing computation to the consuming one instead;
+// where the receive came later, the arrow goes to the RECV slice itself (it
+// has no length, so there is no arrival slice).
+TEST(TimelineTraceTest, FreeTransfersFallBackToComputeArrows) {
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, Planned("1f1b", 4, 8, /*p2p_latency_us=*/0));
+  ASSERT_OK_AND_ASSIGN(SimulationResult sim,
+                       Simulate(plan.schedule, plan.executable, plan.model, {true}));
+  nlohmann::json json;
+  ASSERT_OK_AND_ASSIGN(ChromeTraceSummary summary, TraceOf(plan, sim.timeline, &json));
+  EXPECT_EQ(summary.slices, static_cast<int64_t>(sim.timeline.spans.size()));
+  EXPECT_EQ(ArrivalSlices(json), 0);
+  const auto [from_sends, to_receives] = FlowEnds(json);
+  EXPECT_EQ(from_sends, to_receives);
+  EXPECT_GT(summary.flows, from_sends);  // compute -> compute arrows too
 }
 
 // Measured, two replicas, two steps: one arrow per transfer, replica and
@@ -90,8 +144,15 @@ TEST(TimelineTraceTest, MeasuredTimelineOfSeveralStepsAndReplicas) {
                        RunInProcess(plan.schedule, plan.executable, plan.plans, factory, options));
   nlohmann::json json;
   ASSERT_OK_AND_ASSIGN(ChromeTraceSummary summary, TraceOf(plan, result.timeline, &json));
-  EXPECT_EQ(summary.slices, static_cast<int64_t>(result.timeline.spans.size()));
-  EXPECT_EQ(summary.flows, static_cast<int64_t>(plan.executable.transfers.size()) * 2 * 2);
+  const int64_t arrows = static_cast<int64_t>(plan.executable.transfers.size()) * 2 * 2;
+  EXPECT_EQ(summary.flows, arrows);
+  // Measured transfers take time, so every arrow goes from a SEND to an
+  // arrival slice (or a RECV of no length).
+  const auto [from_sends, to_receives] = FlowEnds(json);
+  EXPECT_EQ(from_sends, arrows);
+  EXPECT_EQ(to_receives, arrows);
+  EXPECT_EQ(summary.slices, static_cast<int64_t>(result.timeline.spans.size()) +
+                                ArrivalSlices(json));
   std::set<std::string> processes;
   for (const auto& e : json["traceEvents"]) {
     if (e["ph"] == "M" && e["name"] == "process_name") processes.insert(e["args"]["name"]);
