@@ -32,18 +32,8 @@
 #include "stages/inproc_runtime.h"
 #include "stages/mlp_stage.h"
 #include "stages/replay_plan.h"
+#include "tests/testing/sanitizers.h"
 #include "tests/testing/status_matchers.h"
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define JITPIPE_SOAK_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define JITPIPE_SOAK_SANITIZED 1
-#endif
-#endif
-#ifndef JITPIPE_SOAK_SANITIZED
-#define JITPIPE_SOAK_SANITIZED 0
-#endif
 
 namespace jitpipe {
 namespace {
@@ -75,7 +65,7 @@ double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 TEST(SoakTest, ReplayKeepsMemoryFlat) {
   // A sanitizer's allocator replaces glibc's and ignores mallopt (returns 0).
-  if (!JITPIPE_SOAK_SANITIZED) {
+  if (!testing::kSanitized) {
     ASSERT_EQ(mallopt(M_ARENA_MAX, 1), 1);
   }
   const int steps = SoakSteps();
@@ -112,7 +102,7 @@ TEST(SoakTest, ReplayKeepsMemoryFlat) {
   for (const RankReplay& rank : result.ranks) {
     EXPECT_EQ(rank.measured_peak_bytes, rank.planned_peak_bytes) << "world rank " << rank.world_rank;
   }
-  if (JITPIPE_SOAK_SANITIZED) return;
+  if (testing::kSanitized) return;
   const double live_growth = GrowthAfter(live, warmup);
   const double resident_growth = GrowthAfter(resident, warmup);
   std::printf("soak: %d steps (median %.0f us); after %d warm-up steps: live heap %.2f MiB, "

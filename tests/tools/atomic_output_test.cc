@@ -26,6 +26,7 @@
 
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
+#include "tests/testing/sanitizers.h"
 #include "tests/testing/testdata.h"
 
 namespace jitpipe {
@@ -126,9 +127,13 @@ class AtomicOutputTest : public ::testing::TestWithParam<Writer> {
  protected:
   void SetUp() override {
     dir_ = MakeTempDir("atomic");
-    // The inputs: a large compute-only schedule and a model with sizes.
-    ASSERT_EQ(RunCli({"generate", "--schedule", "interleaved-1f1b", "--pp", "64",
-                      "--stages-per-rank", "4", "--microbatches", "256", "-o",
+    // The inputs: a large compute-only schedule (large enough that writing
+    // its plan or trace outlasts the kill; a sanitizer slows the writer
+    // enough for a quarter of it) and a model with sizes.
+    const std::string pp = testing::kSanitized ? "32" : "64";
+    const std::string microbatches = testing::kSanitized ? "128" : "256";
+    ASSERT_EQ(RunCli({"generate", "--schedule", "interleaved-1f1b", "--pp", pp,
+                      "--stages-per-rank", "4", "--microbatches", microbatches, "-o",
                       dir_ + "/in.json"})
                   .exit_code,
               0);
