@@ -7,26 +7,34 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-tools/install-deps.sh
+# stage TITLE COMMAND...: runs one stage and says how long it took.
+stage() {
+  local title="$1" start=$SECONDS
+  shift
+  echo "== $title"
+  "$@"
+  echo "== $title: $((SECONDS - start)) s"
+}
 
-echo "== release build + tests (warnings are errors)"
-cmake --workflow --preset default
+stage "dependencies (Debian packages)" tools/install-deps.sh
+
+stage "release build + tests (warnings are errors)" cmake --workflow --preset default
 
 # The traces the CLI writes are checked by the project's own rule checker in
 # the suites (traces/trace_checker.h). tools/check-trace-engine.sh loads one in
 # the DevTools engine too, but that needs an npm package from the npm
 # registry, and CI installs nothing from outside Debian's apt sources.
-echo "== demo end to end"
-tools/demo.sh build/ci-demo >/dev/null
+demo() { tools/demo.sh build/ci-demo >/dev/null; }
+stage "demo end to end" demo
 
-echo "== AddressSanitizer + UndefinedBehaviorSanitizer build + tests"
-cmake --workflow --preset asan
+stage "AddressSanitizer + UndefinedBehaviorSanitizer build + tests" \
+  cmake --workflow --preset asan
 
-echo "== ThreadSanitizer build + the tests labelled threads (runtime, transports)"
-cmake --workflow --preset tsan
+stage "ThreadSanitizer build + the tests labelled threads (runtime, transports)" \
+  cmake --workflow --preset tsan
 
-echo "== install + find_package(jitpipe) consumer"
-tools/check-install.sh build/default
+stage "install + find_package(jitpipe) consumer" tools/check-install.sh build/default
 
-echo "== libFuzzer targets, 60 s each (longer: tools/fuzz.sh 600)"
-tools/fuzz.sh 60
+stage "libFuzzer targets, 60 s each (longer: tools/fuzz.sh 600)" tools/fuzz.sh 60
+
+echo "== all stages passed in $SECONDS s"
