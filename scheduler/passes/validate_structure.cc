@@ -39,7 +39,8 @@ class StructureChecker {
  public:
   explicit StructureChecker(const Schedule& s)
       : s_(s), mbs_(s.microbatches_per_chain()),
-        table_(static_cast<size_t>(s.num_stages()) * s.microbatches_per_chain()) {}
+        table_(static_cast<size_t>(s.num_stages()) * s.microbatches_per_chain()),
+        reduced_at_(s.num_stages(), kUnseen), unsharded_at_(s.num_stages(), kUnseen) {}
 
   absl::Status Run() {
     for (int r = 0; r < s_.pp; ++r) {
@@ -92,8 +93,8 @@ class StructureChecker {
                                   " in a compute-only program (lowered is false)"));
       }
       RETURN_IF_ERROR(CheckStage(rank, index, a, a.stage));
-      if (HasMicrobatch(a.kind)) RETURN_IF_ERROR(CheckMicrobatch(rank, index, a, a.microbatch));
-      return absl::OkStatus();
+      if (HasMicrobatch(a.kind)) return CheckMicrobatch(rank, index, a, a.microbatch);
+      return CheckStageWide(rank, index, a);
     }
     if (a.is_compound() && a.sub_actions.empty()) {
       return Error(rank, index, a, "an OVERLAP_F_B without sub-actions");
@@ -103,6 +104,39 @@ class StructureChecker {
       if (status.ok()) status = CheckPhase(rank, index, a, part);
     });
     return status;
+  }
+
+  // REDUCE_GRAD at most once per stage; UNSHARD and RESHARD alternate,
+  // starting with UNSHARD (an UNSHARD may stay open to the end of the step).
+  absl::Status CheckStageWide(int rank, int32_t index, const Action& a) {
+    int32_t& unsharded = unsharded_at_[a.stage];
+    switch (a.kind) {
+      case ActionKind::kReduceGrad:
+        if (reduced_at_[a.stage] != kUnseen) {
+          return Error(rank, index, a,
+                       absl::StrCat("a second gradient reduction of stage ", a.stage,
+                                    "; the first is at index ", reduced_at_[a.stage]));
+        }
+        reduced_at_[a.stage] = index;
+        return absl::OkStatus();
+      case ActionKind::kUnshard:
+        if (unsharded != kUnseen) {
+          return Error(rank, index, a,
+                       absl::StrCat("stage ", a.stage, " is already unsharded (UNSHARD at index ",
+                                    unsharded, ", no RESHARD since)"));
+        }
+        unsharded = index;
+        return absl::OkStatus();
+      case ActionKind::kReshard:
+        if (unsharded == kUnseen) {
+          return Error(rank, index, a,
+                       absl::StrCat("stage ", a.stage, " is not unsharded (no UNSHARD before it)"));
+        }
+        unsharded = kUnseen;
+        return absl::OkStatus();
+      default:
+        return absl::OkStatus();
+    }
   }
 
   absl::Status CheckPhase(int rank, int32_t index, const Action& top, const Action& part) {
@@ -181,6 +215,8 @@ class StructureChecker {
   const Schedule& s_;
   const int mbs_;
   PhaseTable table_;
+  std::vector<int32_t> reduced_at_;    // per stage: its REDUCE_GRAD's index
+  std::vector<int32_t> unsharded_at_;  // per stage: the open UNSHARD's index
 };
 
 }  // namespace

@@ -7,6 +7,8 @@
 //   - per (stage, microbatch): exactly one F; then either one B, or one I
 //     followed by one W; nothing before its F, no W before its I, no W after
 //     a full B (which already computes weight gradients);
+//   - per stage: at most one REDUCE_GRAD; UNSHARD and RESHARD alternate,
+//     starting with an UNSHARD (the last UNSHARD may stay open);
 //   - a compute-only program holds only F, B, I, W, OVERLAP_F_B and bubbles;
 //     a lowered one holds no bubbles.
 // Send/receive matching and deadlock freedom are checked by Validate()

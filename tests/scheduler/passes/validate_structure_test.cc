@@ -118,6 +118,38 @@ TEST(ValidateStructureTest, RefusesCommsInAComputeOnlyProgram) {
   EXPECT_OK(ValidateStructure(s));
 }
 
+// Stage-wide actions: one REDUCE_GRAD per stage, UNSHARD and RESHARD in
+// turn (the memory planner relies on both; the pipeline fuzzer found a
+// program with two REDUCE_GRADs that validated and then could not be planned).
+TEST(ValidateStructureTest, StageWideActionsReduceOnceAndShardInTurn) {
+  const Action f = Action::Make(ActionKind::kForward, 0, 0);
+  const Action b = Action::Make(ActionKind::kBackward, 0, 0);
+  const Action reduce = Action::StageWide(ActionKind::kReduceGrad, 0);
+  const Action unshard = Action::StageWide(ActionKind::kUnshard, 0);
+  const Action reshard = Action::StageWide(ActionKind::kReshard, 0);
+  Schedule s;
+  s.pp = 1;
+  s.stages_per_rank = 1;
+  s.microbatches = 1;
+  s.stage_to_rank = {0};
+  s.lowered = true;
+  s.ranks = {{unshard, f, reshard, unshard, b, reshard, reduce}};
+  EXPECT_OK(ValidateStructure(s));
+  s.ranks = {{unshard, f, b, reduce}};  // open to the end of the step
+  EXPECT_OK(ValidateStructure(s));
+  s.ranks = {{f, reduce, b, reduce}};
+  EXPECT_EQ(::jitpipe::testing::Message(ValidateStructure(s)),
+            "rank 0, index 3 (0REDUCE_GRAD): a second gradient reduction of stage 0; the first "
+            "is at index 1");
+  s.ranks = {{unshard, f, unshard, b}};
+  EXPECT_EQ(::jitpipe::testing::Message(ValidateStructure(s)),
+            "rank 0, index 2 (0UNSHARD): stage 0 is already unsharded (UNSHARD at index 0, no "
+            "RESHARD since)");
+  s.ranks = {{f, reshard, b}};
+  EXPECT_EQ(::jitpipe::testing::Message(ValidateStructure(s)),
+            "rank 0, index 1 (0RESHARD): stage 0 is not unsharded (no UNSHARD before it)");
+}
+
 TEST(ValidateStructureTest, RefusesAStageOnTheWrongRankAndOutOfRangeMicrobatches) {
   Schedule s;
   s.pp = 2;
