@@ -31,6 +31,10 @@ struct Slice {
 
 int64_t Nanos(double us) { return std::llround(us * 1000.0); }
 
+// The world rank of pipeline rank 0 in `world_rank`'s replica (world rank =
+// replica * pp + pipeline rank): add a pipeline rank to name a peer.
+int ReplicaBase(int world_rank, int pp) { return world_rank - world_rank % pp; }
+
 absl::string_view TrackName(TimelineTrack track) {
   switch (track) {
     case TimelineTrack::kCompute: return "compute";
@@ -165,9 +169,8 @@ void AddTransferFlows(const Schedule& s, const Executable& exe, std::vector<Slic
     if (slices[k].span->track != TimelineTrack::kSend || slices[k].span->transfer < 0) continue;
     const TimelineSpan& send = *slices[k].span;
     const Transfer& x = exe.transfers[send.transfer];
-    const int base = send.rank - send.rank % s.pp;
-    auto r = p2p.find(
-        TransferKey(base + x.dst_rank, slices[k].step, send.transfer, TimelineTrack::kRecv));
+    auto r = p2p.find(TransferKey(ReplicaBase(send.rank, s.pp) + x.dst_rank, slices[k].step,
+                                  send.transfer, TimelineTrack::kRecv));
     if (r == p2p.end()) continue;
     const TimelineSpan& recv = *slices[r->second].span;
     const int64_t posted = Nanos(send.start_us), arrived = Nanos(recv.end_us);
@@ -270,7 +273,7 @@ void WriteSlices(const Schedule& s, const Executable& exe, std::vector<Slice>& s
     std::vector<TraceArg> args = {TraceArg("index", span.index)};
     if (span.transfer >= 0) {
       const Transfer& x = exe.transfers[span.transfer];
-      const int base = span.rank - span.rank % s.pp;
+      const int base = ReplicaBase(span.rank, s.pp);
       args.emplace_back("bytes", x.bytes);
       args.emplace_back("peer", base + (span.track == TimelineTrack::kSend ? x.dst_rank : x.src_rank));
     }

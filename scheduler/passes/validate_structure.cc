@@ -109,15 +109,16 @@ class StructureChecker {
   // REDUCE_GRAD at most once per stage; UNSHARD and RESHARD alternate,
   // starting with UNSHARD (an UNSHARD may stay open to the end of the step).
   absl::Status CheckStageWide(int rank, int32_t index, const Action& a) {
+    int32_t& reduced = reduced_at_[a.stage];
     int32_t& unsharded = unsharded_at_[a.stage];
     switch (a.kind) {
       case ActionKind::kReduceGrad:
-        if (reduced_at_[a.stage] != kUnseen) {
+        if (reduced != kUnseen) {
           return Error(rank, index, a,
                        absl::StrCat("a second gradient reduction of stage ", a.stage,
-                                    "; the first is at index ", reduced_at_[a.stage]));
+                                    "; the first is at index ", reduced));
         }
-        reduced_at_[a.stage] = index;
+        reduced = index;
         return absl::OkStatus();
       case ActionKind::kUnshard:
         if (unsharded != kUnseen) {
