@@ -106,6 +106,7 @@ BENCHMARK_CAPTURE(BM_GenerateLowerValidate, early_large, kLarge, RecvPlacement::
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Generate, medium, kMedium)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Generate, large, kLarge)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ValidateStructure, medium, kMedium)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_ValidateStructure, large, kLarge)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Lower, jit_medium, kMedium, RecvPlacement::kJit)
     ->Unit(benchmark::kMillisecond);
@@ -114,6 +115,8 @@ BENCHMARK_CAPTURE(BM_Lower, jit_large, kLarge, RecvPlacement::kJit)
 BENCHMARK_CAPTURE(BM_Lower, early_medium, kMedium, RecvPlacement::kEarly)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Lower, early_large, kLarge, RecvPlacement::kEarly)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Validate, relaxed_medium, kMedium, CommSemantics::kRelaxed)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Validate, relaxed_large, kLarge, CommSemantics::kRelaxed)
     ->Unit(benchmark::kMillisecond);

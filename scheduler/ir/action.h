@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include "absl/strings/string_view.h"
 #include <vector>
 
@@ -78,11 +79,41 @@ inline bool HasMicrobatch(ActionKind kind) {
          kind != ActionKind::kBubble;
 }
 
+struct Action;
+
+// The sub-actions of an OVERLAP_F_B: an owned, copyable sequence of actions.
+// One pointer wide (null when empty), so that an Action is 24 bytes: programs
+// hold millions of actions and almost none is a compound.
+class SubActions {
+ public:
+  SubActions() = default;
+  SubActions(std::vector<Action> actions);  // NOLINT: a vector is its value
+  SubActions(const SubActions& other);
+  SubActions& operator=(const SubActions& other);
+  SubActions(SubActions&& other) noexcept : items_(other.items_) { other.items_ = nullptr; }
+  SubActions& operator=(SubActions&& other) noexcept;
+  ~SubActions();
+
+  bool empty() const { return items_ == nullptr; }
+  size_t size() const;
+  const Action* begin() const;
+  const Action* end() const;
+  Action* begin();
+  Action* end();
+  const Action& operator[](size_t i) const;
+  Action& operator[](size_t i);
+
+  friend bool operator==(const SubActions& a, const SubActions& b);
+
+ private:
+  std::vector<Action>* items_ = nullptr;  // owned; null or non-empty
+};
+
 struct Action {
   ActionKind kind = ActionKind::kBubble;
   int32_t stage = -1;
   int32_t microbatch = kNoMicrobatch;
-  std::vector<Action> sub_actions;  // kOverlapFB only
+  SubActions sub_actions;  // kOverlapFB only
 
   // Constructors for each shape. REQUIRES: the kind fits the shape.
   static Action Make(ActionKind kind, int32_t stage, int32_t microbatch);
@@ -98,6 +129,35 @@ struct Action {
 
   friend bool operator==(const Action&, const Action&) = default;
 };
+
+inline SubActions::SubActions(std::vector<Action> actions)
+    : items_(actions.empty() ? nullptr : new std::vector<Action>(std::move(actions))) {}
+inline SubActions::SubActions(const SubActions& other)
+    : items_(other.items_ == nullptr ? nullptr : new std::vector<Action>(*other.items_)) {}
+inline SubActions& SubActions::operator=(const SubActions& other) {
+  if (this != &other) *this = SubActions(other);
+  return *this;
+}
+inline SubActions& SubActions::operator=(SubActions&& other) noexcept {
+  std::swap(items_, other.items_);
+  return *this;
+}
+inline SubActions::~SubActions() { delete items_; }
+inline size_t SubActions::size() const { return items_ == nullptr ? 0 : items_->size(); }
+inline const Action* SubActions::begin() const {
+  return items_ == nullptr ? nullptr : items_->data();
+}
+inline const Action* SubActions::end() const { return begin() + size(); }
+inline Action* SubActions::begin() { return items_ == nullptr ? nullptr : items_->data(); }
+inline Action* SubActions::end() { return begin() + size(); }
+inline const Action& SubActions::operator[](size_t i) const { return (*items_)[i]; }
+inline Action& SubActions::operator[](size_t i) { return (*items_)[i]; }
+inline bool operator==(const SubActions& a, const SubActions& b) {
+  if (a.empty() || b.empty()) return a.empty() == b.empty();
+  return *a.items_ == *b.items_;
+}
+
+static_assert(sizeof(Action) == 24, "programs hold millions of actions; keep Action small");
 
 // Parses PyTorch's text form strictly. Leading and trailing whitespace is
 // ignored (as PyTorch does); anything else PyTorch would silently misread is

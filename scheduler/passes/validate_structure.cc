@@ -3,6 +3,7 @@
 #include "absl/strings/string_view.h"
 #include <vector>
 
+#include "absl/base/optimization.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
@@ -11,13 +12,13 @@ namespace {
 
 constexpr int32_t kUnseen = -1;
 
-// Where each phase of each (stage, microbatch) was seen, indexed by
-// stage * microbatches_per_chain + microbatch: the program index, or kUnseen.
-struct PhaseTable {
-  std::vector<int32_t> forward, backward_input, full_backward, backward_weight;
-  explicit PhaseTable(size_t n)
-      : forward(n, kUnseen), backward_input(n, kUnseen), full_backward(n, kUnseen),
-        backward_weight(n, kUnseen) {}
+// Where each phase of one (stage, microbatch) was seen: the program index, or
+// kUnseen. One record per pair, so a check touches one cache line.
+struct PhaseSlots {
+  int32_t forward = kUnseen;
+  int32_t backward_input = kUnseen;
+  int32_t full_backward = kUnseen;
+  int32_t backward_weight = kUnseen;
 };
 
 absl::string_view PhaseName(ActionKind kind) {
@@ -40,19 +41,77 @@ class StructureChecker {
   explicit StructureChecker(const Schedule& s)
       : s_(s), mbs_(s.microbatches_per_chain()),
         table_(static_cast<size_t>(s.num_stages()) * s.microbatches_per_chain()),
+        num_stages_(static_cast<uint32_t>(s.num_stages())),
         reduced_at_(s.num_stages(), kUnseen), unsharded_at_(s.num_stages(), kUnseen) {}
 
   absl::Status Run() {
     for (int r = 0; r < s_.pp; ++r) {
       const RankProgram& program = s_.ranks[r];
       for (size_t i = 0; i < program.size(); ++i) {
-        RETURN_IF_ERROR(CheckAction(r, static_cast<int32_t>(i), program[i]));
+        const auto index = static_cast<int32_t>(i);
+        if (ABSL_PREDICT_TRUE(TryAccept(r, index, program[i]))) continue;
+        RETURN_IF_ERROR(CheckAction(r, index, program[i]));
       }
     }
     return CheckComplete();
   }
 
  private:
+  // The fast path, run once per action: accepts (and records) an action
+  // that breaks no rule and returns true. Returns false, having changed
+  // nothing, when the action breaks a rule or is one of the rare shapes
+  // (compounds, stage-wide actions) left to CheckAction, which checks and
+  // records it again and builds the message.
+  bool TryAccept(int rank, int32_t index, const Action& a) {
+    switch (a.kind) {
+      case ActionKind::kForward:
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardInput:
+      case ActionKind::kBackwardWeight:
+        return TryPhase(rank, index, a);
+      case ActionKind::kSendF:
+      case ActionKind::kRecvF:
+      case ActionKind::kSendB:
+      case ActionKind::kRecvB:
+        return s_.lowered && StageHere(rank, a.stage) && MicrobatchInRange(a.microbatch);
+      case ActionKind::kBubble:
+        return !s_.lowered;
+      default:
+        return false;
+    }
+  }
+
+  bool StageHere(int rank, int stage) const {
+    return static_cast<uint32_t>(stage) < num_stages_ && s_.stage_to_rank[stage] == rank;
+  }
+  bool MicrobatchInRange(int mb) const { return static_cast<uint32_t>(mb) < static_cast<uint32_t>(mbs_); }
+
+  bool TryPhase(int rank, int32_t index, const Action& part) {
+    if (!StageHere(rank, part.stage) || !MicrobatchInRange(part.microbatch)) return false;
+    PhaseSlots& slots = table_[static_cast<size_t>(part.stage) * mbs_ + part.microbatch];
+    switch (part.kind) {
+      case ActionKind::kForward:
+        if (slots.forward != kUnseen) return false;
+        slots.forward = index;
+        return true;
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardInput:
+        if (slots.forward == kUnseen || slots.full_backward != kUnseen ||
+            slots.backward_input != kUnseen) {
+          return false;
+        }
+        (part.kind == ActionKind::kBackward ? slots.full_backward : slots.backward_input) = index;
+        return true;
+      default:  // kBackwardWeight
+        if (slots.backward_weight != kUnseen || slots.full_backward != kUnseen ||
+            slots.backward_input == kUnseen) {
+          return false;
+        }
+        slots.backward_weight = index;
+        return true;
+    }
+  }
+
   absl::Status Error(int rank, int32_t index, const Action& action, absl::string_view what) const {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, ", index ", index, " (", action.ToString(), "): ", what));
@@ -153,14 +212,15 @@ class StructureChecker {
       return Error(rank, index, top,
                    absl::StrCat("a second ", subject(), "; the first is at index ", first));
     };
-    const int32_t f = table_.forward[key];
-    const int32_t i = table_.backward_input[key];
-    const int32_t b = table_.full_backward[key];
-    const int32_t w = table_.backward_weight[key];
+    PhaseSlots& slots = table_[key];
+    const int32_t f = slots.forward;
+    const int32_t i = slots.backward_input;
+    const int32_t b = slots.full_backward;
+    const int32_t w = slots.backward_weight;
     switch (part.kind) {
       case ActionKind::kForward:
         if (f != kUnseen) return duplicate(f);
-        table_.forward[key] = index;
+        slots.forward = index;
         return absl::OkStatus();
       case ActionKind::kBackward:
       case ActionKind::kBackwardInput:
@@ -169,8 +229,7 @@ class StructureChecker {
         }
         if (b != kUnseen) return duplicate(b);
         if (i != kUnseen) return duplicate(i);
-        (part.kind == ActionKind::kBackward ? table_.full_backward : table_.backward_input)[key] =
-            index;
+        (part.kind == ActionKind::kBackward ? slots.full_backward : slots.backward_input) = index;
         return absl::OkStatus();
       case ActionKind::kBackwardWeight:
         if (w != kUnseen) return duplicate(w);
@@ -183,7 +242,7 @@ class StructureChecker {
           return Error(rank, index, top,
                        absl::StrCat(subject(), " comes before its input backward (I)"));
         }
-        table_.backward_weight[key] = index;
+        slots.backward_weight = index;
         return absl::OkStatus();
       default:
         return Error(rank, index, top, "is not a compute action");
@@ -193,29 +252,34 @@ class StructureChecker {
   absl::Status CheckComplete() const {
     for (int stage = 0; stage < s_.num_stages(); ++stage) {
       for (int mb = 0; mb < mbs_; ++mb) {
-        const size_t key = static_cast<size_t>(stage) * mbs_ + mb;
-        std::string where = absl::StrCat("rank ", s_.RankOf(stage), ": stage ", stage);
-        if (table_.forward[key] == kUnseen) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(where, " has no forward for microbatch ", mb));
-        }
-        if (table_.full_backward[key] == kUnseen && table_.backward_input[key] == kUnseen) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(where, " has no backward (B or I) for microbatch ", mb));
-        }
-        if (table_.backward_input[key] != kUnseen && table_.backward_weight[key] == kUnseen) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              where, " has an input backward (I) but no weight backward (W) for microbatch ", mb,
-              " (I at index ", table_.backward_input[key], ")"));
-        }
+        const PhaseSlots& slots = table_[static_cast<size_t>(stage) * mbs_ + mb];
+        const bool complete = slots.forward != kUnseen &&
+                              (slots.full_backward != kUnseen || slots.backward_input != kUnseen) &&
+                              (slots.backward_input == kUnseen || slots.backward_weight != kUnseen);
+        if (ABSL_PREDICT_FALSE(!complete)) return IncompleteError(stage, mb, slots);
       }
     }
     return absl::OkStatus();
   }
 
+  absl::Status IncompleteError(int stage, int mb, const PhaseSlots& slots) const {
+    std::string where = absl::StrCat("rank ", s_.RankOf(stage), ": stage ", stage);
+    if (slots.forward == kUnseen) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " has no forward for microbatch ", mb));
+    }
+    if (slots.full_backward == kUnseen && slots.backward_input == kUnseen) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, " has no backward (B or I) for microbatch ", mb));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, " has an input backward (I) but no weight backward (W) for microbatch ", mb,
+        " (I at index ", slots.backward_input, ")"));
+  }
+
   const Schedule& s_;
   const int mbs_;
-  PhaseTable table_;
+  std::vector<PhaseSlots> table_;  // by stage * mbs_ + microbatch
+  const uint32_t num_stages_;
   std::vector<int32_t> reduced_at_;    // per stage: its REDUCE_GRAD's index
   std::vector<int32_t> unsharded_at_;  // per stage: the open UNSHARD's index
 };
