@@ -47,7 +47,36 @@ class Matcher {
     }
   }
 
+  // The fast path: one sweep that records every position, then one pass
+  // over the dense tables. True when every rule of comm_matching.h holds;
+  // when false, Run() finds the first violation in (rank, index) order (and
+  // decides: it alone is authoritative).
+  bool RecordAndCheckTables() {
+    bool ok = true;
+    for (int r = 0; r < s_.pp; ++r) {
+      const RankProgram& program = s_.ranks[r];
+      for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
+        const Action& a = program[i];
+        switch (a.kind) {
+          case ActionKind::kSendF:
+          case ActionKind::kRecvF:
+          case ActionKind::kSendB:
+          case ActionKind::kRecvB: {
+            int32_t& slot = TableOf(a.kind)[Key(a.stage, a.microbatch)];
+            ok &= slot == kAbsent;  // a second end of one transfer
+            if (slot == kAbsent) slot = i;
+            break;
+          }
+          default:
+            ForEachComputePartFast(a, [&](const Action& part) { RecordCompute(part, i); });
+        }
+      }
+    }
+    return ok && TablesConsistent();
+  }
+
   absl::StatusOr<CommPositions> Run() {
+    if (RecordAndCheckTables()) return std::move(pos_);
     Record();
     for (int r = 0; r < s_.pp; ++r) {
       const RankProgram& program = s_.ranks[r];
@@ -72,6 +101,52 @@ class Matcher {
       default:
         return pos_.recv_b;
     }
+  }
+
+  void RecordCompute(const Action& part, int32_t i) {
+    if (part.kind == ActionKind::kForward) forward_at_[Key(part.stage, part.microbatch)] = i;
+    if (part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardInput) {
+      backward_at_[Key(part.stage, part.microbatch)] = i;
+    }
+  }
+
+  // The rules of Check(), stated over the tables: per (stage, microbatch),
+  // each transfer end crosses a link to another rank, has its partner, and a
+  // SEND follows its producer; each compute input arrives earlier (a RECV
+  // when the neighbour is remote, the neighbour's compute when it is here).
+  // Key(s + 1, mb) is k + mbs_, Key(s - 1, mb) is k - mbs_.
+  bool TablesConsistent() const {
+    const size_t mbs = static_cast<size_t>(mbs_);
+    for (int stage = 0; stage < s_.num_stages(); ++stage) {
+      const StageLink& link = pos_.stages[stage];
+      const bool has_prev = link.prev_rank != kAbsent;
+      const bool has_next = link.next_rank != kAbsent;
+      const bool prev_remote = has_prev && link.prev_rank != link.rank;
+      const bool next_remote = has_next && link.next_rank != link.rank;
+      const size_t base = Key(stage, 0);
+      for (size_t k = base; k < base + mbs; ++k) {
+        const int32_t send_f = pos_.send_f[k], recv_f = pos_.recv_f[k];
+        const int32_t send_b = pos_.send_b[k], recv_b = pos_.recv_b[k];
+        const int32_t f = forward_at_[k], b = backward_at_[k];
+        bool ok = true;
+        if (send_f != kAbsent) ok &= next_remote && f <= send_f && pos_.recv_f[k + mbs] != kAbsent;
+        if (recv_f != kAbsent) ok &= prev_remote && pos_.send_f[k - mbs] != kAbsent;
+        if (send_b != kAbsent) ok &= prev_remote && b <= send_b && pos_.recv_b[k - mbs] != kAbsent;
+        if (recv_b != kAbsent) ok &= next_remote && pos_.send_b[k + mbs] != kAbsent;
+        if (prev_remote) {
+          ok &= recv_f != kAbsent && recv_f < f;
+        } else if (has_prev) {
+          ok &= forward_at_[k - mbs] < f;
+        }
+        if (next_remote) {
+          ok &= recv_b != kAbsent && recv_b < b;
+        } else if (has_next) {
+          ok &= backward_at_[k + mbs] < b;
+        }
+        if (!ok) return false;
+      }
+    }
+    return true;
   }
 
   // The first index of each transfer end and of each compute phase.

@@ -50,7 +50,7 @@ PassPipeline LoweringPipeline(const LowerOptions& options) {
   if (options.reduce_grad) pipeline.AddPass(std::string(kAddReduceGradPass), AddReduceGrad);
   pipeline.AddPass(std::string(kLowerSendRecvEarlyPass), LowerSendRecvEarly);
   if (options.recv == RecvPlacement::kJit) {
-    pipeline.AddPass(std::string(kPlaceRecvsJustInTimePass), PlaceRecvsJustInTime);
+    pipeline.AddInPlacePass(std::string(kPlaceRecvsJustInTimePass), PlaceRecvsJustInTime);
   } else if (options.recv == RecvPlacement::kJitRendezvous) {
     pipeline.AddPass(std::string(kPlaceRecvsJitRendezvousPass), PlaceRecvsJitRendezvous);
   }

@@ -23,7 +23,12 @@ absl::Status Prefixed(const absl::Status& status, absl::StatusCode code,
 }  // namespace
 
 PassPipeline& PassPipeline::AddPass(std::string name, PassFunction pass) {
-  passes_.push_back(Pass{std::move(name), std::move(pass)});
+  passes_.push_back(Pass{std::move(name), std::move(pass), nullptr});
+  return *this;
+}
+
+PassPipeline& PassPipeline::AddInPlacePass(std::string name, InPlacePassFunction pass) {
+  passes_.push_back(Pass{std::move(name), nullptr, std::move(pass)});
   return *this;
 }
 
@@ -47,7 +52,10 @@ absl::StatusOr<PipelineResult> PassPipeline::Run(const Schedule& input,
   PipelineResult result;
   const Schedule* current = &input;  // the first pass reads the input in place
   for (const Pass& pass : passes_) {
-    absl::StatusOr<Schedule> out = pass.run(*current);
+    absl::StatusOr<Schedule> out =
+        pass.run ? pass.run(*current)
+        : current == &input ? pass.consume(input)  // a copy: the input stays as it was
+                            : pass.consume(std::move(result.schedule));
     if (!out.ok()) {
       return Prefixed(out.status(), out.status().code(), absl::StrCat("pass ", pass.name, ": "));
     }

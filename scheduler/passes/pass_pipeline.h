@@ -9,7 +9,9 @@
 //                    pipeline.Run(schedule, {.dump_after = "split_backward"}));
 //
 // Each pass is a pure function; the pipeline feeds each pass's output to the
-// next. The invariant checker (when options.check_invariants, by default in
+// next. A pass added with AddInPlacePass takes its program by value and may
+// reuse its storage: the pipeline moves its own intermediate programs into
+// it (and copies the caller's input, which it never modifies). The invariant checker (when options.check_invariants, by default in
 // debug builds) runs after every pass and may not modify anything; a failure
 // there is a bug in the pass. `dump_after` records one pass's output, the
 // text IR a --dump-after flag prints.
@@ -44,6 +46,7 @@ inline constexpr bool kCheckInvariantsByDefault = true;
 #endif
 
 using PassFunction = std::function<absl::StatusOr<Schedule>(const Schedule&)>;
+using InPlacePassFunction = std::function<absl::StatusOr<Schedule>(Schedule)>;
 using InvariantChecker = std::function<absl::Status(const Schedule&)>;
 
 struct PipelineRunOptions {
@@ -62,6 +65,7 @@ class PassPipeline {
 
   // Appends a pass. REQUIRES: `name` differs from the names added before.
   PassPipeline& AddPass(std::string name, PassFunction pass);
+  PassPipeline& AddInPlacePass(std::string name, InPlacePassFunction pass);
   // Sets the checker run after every pass when options.check_invariants.
   void SetInvariantChecker(InvariantChecker checker) { checker_ = std::move(checker); }
 
@@ -76,7 +80,8 @@ class PassPipeline {
  private:
   struct Pass {
     std::string name;
-    PassFunction run;
+    PassFunction run;             // set for AddPass
+    InPlacePassFunction consume;  // set for AddInPlacePass
   };
 
   std::string name_;

@@ -31,6 +31,18 @@ absl::Status CheckIndices(const Schedule& schedule);
 absl::Status CheckActionIndices(const Schedule& schedule, int rank, size_t index,
                                 const Action& action);
 
+// The common case of CheckActionIndices(), inline for hot loops: a simple
+// (not compound, not bubble) action whose stage this rank holds and whose
+// microbatch, where its kind has one, is below `microbatches` (per chain).
+// False means "ask CheckActionIndices()", not necessarily an error.
+inline bool SimpleActionInRange(const Schedule& schedule, int rank, const Action& a,
+                                uint32_t microbatches) {
+  return !a.is_compound() && !a.is_bubble() &&
+         static_cast<size_t>(a.stage) < schedule.stage_to_rank.size() &&
+         schedule.stage_to_rank[a.stage] == rank &&
+         (!HasMicrobatch(a.kind) || static_cast<uint32_t>(a.microbatch) < microbatches);
+}
+
 // CheckIndices() and, in the same sweep, a pass's entry invariant: the first
 // action (bubbles included) for which `violates` holds is FailedPrecondition
 //   rank 1, index 4 (1SEND_F0): expected <expectation>
@@ -102,14 +114,7 @@ absl::Status CheckProgram(const Schedule& schedule, absl::string_view expectatio
         return absl::FailedPreconditionError(Where(r, i, a) + ": expected " +
                                              std::string(expectation));
       }
-      // The common simple action in range is checked inline; anything else
-      // goes to CheckActionIndices, which also builds the message.
-      const bool simple_in_range =
-          !a.is_compound() && !a.is_bubble() &&
-          static_cast<size_t>(a.stage) < schedule.stage_to_rank.size() &&
-          schedule.stage_to_rank[a.stage] == r &&
-          (!HasMicrobatch(a.kind) || static_cast<uint32_t>(a.microbatch) < microbatches);
-      if (simple_in_range) continue;
+      if (SimpleActionInRange(schedule, r, a, microbatches)) continue;
       if (absl::Status s = CheckActionIndices(schedule, r, i, a); !s.ok()) return s;
     }
   }

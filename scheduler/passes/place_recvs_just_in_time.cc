@@ -1,5 +1,7 @@
 #include "scheduler/passes/place_recvs_just_in_time.h"
 
+#include <cassert>
+#include <iterator>
 #include <utility>
 #include <vector>
 
@@ -10,34 +12,45 @@
 namespace jitpipe {
 namespace {
 
-// Rank `rank`'s program without its RECVs, each put back right before its
-// first consumer. Index spaces: the input program's indices; the non-RECV
-// actions before the current one (MessageIndex::consumer's positions).
-RankProgram PlaceRank(const RankProgram& program, int rank, const MessageIndex& messages) {
-  RankProgram out;
-  out.reserve(program.size());
+// The RECV that `leaf` (an F, I or B) consumes: RECV_F or RECV_B of its own
+// stage and microbatch.
+Action RecvFor(const Action& leaf) {
+  return SimpleAction(leaf.kind == ActionKind::kForward ? ActionKind::kRecvF : ActionKind::kRecvB,
+                      leaf.stage, leaf.microbatch);
+}
+
+// Reorders rank `rank`'s program in place: its RECVs are dropped, and each is
+// put back right before its first consumer. `scratch` holds the input order
+// meanwhile (one buffer for every rank). Index spaces: the input program's
+// indices; the non-RECV actions before the current one
+// (MessageIndex::consumer's positions).
+void PlaceRank(RankProgram& program, int rank, const MessageIndex& messages,
+               RankProgram& scratch) {
+  scratch.assign(std::make_move_iterator(program.begin()), std::make_move_iterator(program.end()));
+  size_t out = 0;
   int32_t non_recvs = 0;
-  for (const Action& a : program) {
+  for (Action& a : scratch) {
     if (IsRecv(a.kind)) continue;
     ForEachComputePart(a, [&](const Action& leaf) {
       const int32_t m = messages.ConsumedBy(rank, leaf);
-      if (m != kNoMessage && messages.consumer(m) == non_recvs) {
-        out.push_back(messages.RecvAction(m));
-      }
+      if (m != kNoMessage && messages.consumer(m) == non_recvs) program[out++] = RecvFor(leaf);
     });
-    out.push_back(CopyOf(a));
+    program[out++] = std::move(a);
     ++non_recvs;
   }
-  return out;
+  // Every RECV comes back exactly once: MessageIndex::Build matched each one
+  // to a consumer on this rank.
+  assert(out == program.size());
 }
 
 }  // namespace
 
-absl::StatusOr<Schedule> PlaceRecvsJustInTime(const Schedule& in) {
+absl::StatusOr<Schedule> PlaceRecvsJustInTime(Schedule in) {
   ASSIGN_OR_RETURN(const MessageIndex messages, MessageIndex::Build(in));
-  std::vector<RankProgram> ranks(in.pp);
-  for (int r = 0; r < in.pp; ++r) ranks[r] = PlaceRank(in.ranks[r], r, messages);
-  return WithPrograms(in, std::move(ranks), /*lowered=*/true);
+  RankProgram scratch;
+  for (int r = 0; r < in.pp; ++r) PlaceRank(in.ranks[r], r, messages, scratch);
+  in.lowered = true;
+  return in;
 }
 
 }  // namespace jitpipe

@@ -37,7 +37,8 @@
 //
 // Does nothing to a program without RECVs (pp = 1) or whose RECVs already
 // stand right before their consumers. One sweep over the actions (plus the
-// message index's); pure and thread-compatible.
+// message index's); pure and thread-compatible. Takes the program by value
+// and reorders it in its own storage (pass an rvalue to avoid a copy).
 #ifndef JITPIPE_SCHEDULER_PASSES_PLACE_RECVS_JUST_IN_TIME_H_
 #define JITPIPE_SCHEDULER_PASSES_PLACE_RECVS_JUST_IN_TIME_H_
 
@@ -56,7 +57,7 @@ inline constexpr absl::string_view kPlaceRecvsJustInTimePass = "place_recvs_just
 // receiving stage's rank (or the reverse), a SEND to the same rank, a RECV no
 // compute on its rank consumes; InvalidArgument for a bad header, stage or
 // microbatch index.
-absl::StatusOr<Schedule> PlaceRecvsJustInTime(const Schedule& in);
+absl::StatusOr<Schedule> PlaceRecvsJustInTime(Schedule in);
 
 }  // namespace jitpipe
 

@@ -51,6 +51,43 @@ TEST(PassPipelineTest, RecordsTheProgramAfterTheNamedPass) {
   EXPECT_EQ(result.schedule.name, "ab");
 }
 
+// An in-place pass reuses the storage of the program it is given: the
+// pipeline moves its own intermediate in, and copies the caller's input.
+TEST(PassPipelineTest, InPlacePassesGetIntermediatesMovedAndTheInputCopied) {
+  const Action* produced = nullptr;  // the buffer the first pass returned
+  const Action* consumed = nullptr;  // the buffer the in-place pass was given
+  PassPipeline pipeline("test");
+  pipeline
+      .AddPass("grow",
+               [&](const Schedule& in) -> absl::StatusOr<Schedule> {
+                 Schedule out = in;
+                 out.ranks.assign(1, RankProgram(8, Action::Make(ActionKind::kForward, 0, 0)));
+                 produced = out.ranks[0].data();
+                 return out;
+               })
+      .AddInPlacePass("tag", [&](Schedule in) -> absl::StatusOr<Schedule> {
+        consumed = in.ranks.empty() ? nullptr : in.ranks[0].data();
+        in.name += "!";
+        return in;
+      });
+  Schedule input;
+  input.name = "in";
+  ASSERT_OK_AND_ASSIGN(PipelineResult result, pipeline.Run(input, {.dump_after = "grow"}));
+  EXPECT_EQ(consumed, produced);
+  EXPECT_EQ(result.schedule.name, "in!");
+  ASSERT_TRUE(result.dumped.has_value());
+  EXPECT_EQ(result.dumped->name, "in");  // recorded before the next pass took it
+
+  PassPipeline first("test");
+  first.AddInPlacePass("tag", [](Schedule in) -> absl::StatusOr<Schedule> {
+    in.name += "!";
+    return in;
+  });
+  ASSERT_OK_AND_ASSIGN(PipelineResult alone, first.Run(input));
+  EXPECT_EQ(alone.schedule.name, "in!");
+  EXPECT_EQ(input.name, "in");
+}
+
 TEST(PassPipelineTest, RefusesToDumpAnUnknownPass) {
   absl::StatusOr<PipelineResult> result = TwoPasses().Run(Schedule{}, {.dump_after = "c"});
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
