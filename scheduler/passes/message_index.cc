@@ -65,12 +65,11 @@ absl::Status MessageIndex::IndexSend(int rank, size_t index, const Action& a) {
   info.sender = rank;
   int32_t& p = pair_index_[static_cast<size_t>(rank) * s_->pp + to];
   if (p == kNone) {
-    p = static_cast<int32_t>(sequences_.size());
-    sequences_.emplace_back();
+    p = static_cast<int32_t>(pair_sizes_.size());
+    pair_sizes_.push_back(0);
   }
   info.pair = p;
-  info.order = static_cast<int32_t>(sequences_[p].size());
-  sequences_[p].push_back(m);
+  info.order = pair_sizes_[p]++;
   return absl::OkStatus();
 }
 
@@ -104,13 +103,31 @@ absl::Status MessageIndex::Index() {
       ++non_recvs;
     }
   }
-  return CheckMatched();
+  RETURN_IF_ERROR(CheckMatched());
+  BuildSequences();
+  return absl::OkStatus();
+}
+
+void MessageIndex::BuildSequences() {
+  pair_offsets_.assign(pair_sizes_.size() + 1, 0);
+  for (size_t p = 0; p < pair_sizes_.size(); ++p) {
+    pair_offsets_[p + 1] = pair_offsets_[p] + static_cast<size_t>(pair_sizes_[p]);
+  }
+  sequence_data_.assign(pair_offsets_.back(), kNoMessage);
+  for (size_t m = 0; m < info_.size(); ++m) {
+    const Info& info = info_[m];
+    if (info.sender == kNone) continue;
+    sequence_data_[pair_offsets_[info.pair] + static_cast<size_t>(info.order)] =
+        static_cast<int32_t>(m);
+  }
 }
 
 absl::Status MessageIndex::CheckMatched() const {
   for (size_t m = 0; m < info_.size(); ++m) {
     const Info& info = info_[m];
-    if (info.receiver == kNone && info.sender == kNone) continue;
+    const bool complete =
+        info.receiver != kNone && info.sender != kNone && info.consumer != kNone;
+    if (complete || (info.receiver == kNone && info.sender == kNone)) continue;
     const Action recv = RecvAction(static_cast<int32_t>(m));
     if (info.sender == kNone) {
       return absl::FailedPreconditionError(

@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "scheduler/ir/schedule.h"
 #include "scheduler/passes/pass_utils.h"
 
@@ -65,8 +66,11 @@ class MessageIndex {
   // receiver's program.
   int32_t consumer(int32_t m) const { return info_[m].consumer; }
   // A pair's messages in the sender's order.
-  const std::vector<int32_t>& sequence(int32_t pair) const { return sequences_[pair]; }
-  size_t num_pairs() const { return sequences_.size(); }
+  absl::Span<const int32_t> sequence(int32_t pair) const {
+    return absl::MakeConstSpan(sequence_data_)
+        .subspan(pair_offsets_[pair], pair_offsets_[pair + 1] - pair_offsets_[pair]);
+  }
+  size_t num_pairs() const { return pair_sizes_.size(); }
 
  private:
   explicit MessageIndex(const Schedule& s);
@@ -86,6 +90,7 @@ class MessageIndex {
   absl::Status IndexRecv(int rank, size_t index, const Action& a);
   absl::Status IndexSend(int rank, size_t index, const Action& a);
   absl::Status CheckMatched() const;
+  void BuildSequences();
 
   // Per message, together so that the replay's lookups share a cache line.
   static constexpr int32_t kNone = -1;
@@ -103,7 +108,11 @@ class MessageIndex {
   size_t table_;  // PhaseTableSize(): where RECV_B ids start
   std::vector<Info> info_;
   std::vector<int32_t> pair_index_;              // sender * pp + receiver -> pair
-  std::vector<std::vector<int32_t>> sequences_;  // per pair, in the sender's order
+  std::vector<int32_t> pair_sizes_;              // per pair: its number of messages
+  // Every pair's messages in the sender's order, pair after pair; pair p's
+  // are [pair_offsets_[p], pair_offsets_[p + 1]).
+  std::vector<size_t> pair_offsets_;
+  std::vector<int32_t> sequence_data_;
 };
 
 }  // namespace jitpipe
