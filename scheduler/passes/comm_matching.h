@@ -31,6 +31,11 @@
 //   rank 1, index 4 (1SEND_F2): no matching 2RECV_F2 on rank 2
 // with the program's step x rank grid around that index attached
 // (grid_report.h).
+//
+// Cost: one sweep over the actions that records every position, then one
+// pass over the dense (stage, microbatch) tables that checks the rules there;
+// the per-action checker runs only when that pass fails, to name the first
+// violation.
 #ifndef JITPIPE_SCHEDULER_PASSES_COMM_MATCHING_H_
 #define JITPIPE_SCHEDULER_PASSES_COMM_MATCHING_H_
 

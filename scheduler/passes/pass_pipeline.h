@@ -11,8 +11,9 @@
 // Each pass is a pure function; the pipeline feeds each pass's output to the
 // next. A pass added with AddInPlacePass takes its program by value and may
 // reuse its storage: the pipeline moves its own intermediate programs into
-// it (and copies the caller's input, which it never modifies). The invariant checker (when options.check_invariants, by default in
-// debug builds) runs after every pass and may not modify anything; a failure
+// it (and copies the caller's input, which it never modifies). The
+// invariant checker (when options.check_invariants, by default in debug
+// builds) runs after every pass and may not modify anything; a failure
 // there is a bug in the pass. `dump_after` records one pass's output, the
 // text IR a --dump-after flag prints.
 //

@@ -84,7 +84,9 @@ class StructureChecker {
   bool StageHere(int rank, int stage) const {
     return static_cast<uint32_t>(stage) < num_stages_ && s_.stage_to_rank[stage] == rank;
   }
-  bool MicrobatchInRange(int mb) const { return static_cast<uint32_t>(mb) < static_cast<uint32_t>(mbs_); }
+  bool MicrobatchInRange(int mb) const {
+    return static_cast<uint32_t>(mb) < static_cast<uint32_t>(mbs_);
+  }
 
   bool TryPhase(int rank, int32_t index, const Action& part) {
     if (!StageHere(rank, part.stage) || !MicrobatchInRange(part.microbatch)) return false;
