@@ -33,19 +33,20 @@ absl::StatusOr<InterleavedRounds> InterleavedRounds::Create(absl::string_view na
       " // ", pp, ") = ", rounds, "; use ", below, " or ", above));
 }
 
+InterleavedRounds::InterleavedRounds(int pp, int microbatches, int stages_per_rank,
+                                     int microbatches_per_round)
+    : pp_(pp), m_(microbatches), v_(stages_per_rank), mpr_(microbatches_per_round),
+      forward_local_(static_cast<size_t>(microbatches) * stages_per_rank),
+      microbatch_(forward_local_.size()) {
+  for (int j = 0; j < static_cast<int>(forward_local_.size()); ++j) {
+    forward_local_[j] = (j / mpr_) % v_;
+    microbatch_[j] = (j / (mpr_ * v_)) * mpr_ + j % mpr_;
+  }
+}
+
 int InterleavedRounds::Warmup(int rank, int hop_factor) const {
   const int last_rank_warmup = (v_ - 1) * mpr_;
   return std::min(last_rank_warmup + hop_factor * (pp_ - 1 - rank), m_ * v_);
-}
-
-Action InterleavedRounds::Forward(int rank, int j) const {
-  const int local = (j / mpr_) % v_;
-  return Action::Make(ActionKind::kForward, local * pp_ + rank, Microbatch(j));
-}
-
-Action InterleavedRounds::Backward(int rank, int j, ActionKind kind) const {
-  const int local = v_ - 1 - (j / mpr_) % v_;
-  return Action::Make(kind, local * pp_ + rank, Microbatch(j));
 }
 
 }  // namespace jitpipe

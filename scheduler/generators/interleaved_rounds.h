@@ -16,6 +16,9 @@
 #ifndef JITPIPE_SCHEDULER_GENERATORS_INTERLEAVED_ROUNDS_H_
 #define JITPIPE_SCHEDULER_GENERATORS_INTERLEAVED_ROUNDS_H_
 
+#include <cstdint>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "scheduler/ir/action.h"
@@ -46,19 +49,25 @@ class InterleavedRounds {
 
   // The rank's j-th forward, and j-th backward of `kind` (B, I or W: a W
   // carries its backward's stage and microbatch). REQUIRES: 0 <= j < m*v.
-  Action Forward(int rank, int j) const;
-  Action Backward(int rank, int j, ActionKind kind) const;
+  // Inline table lookups: these run once per generated action.
+  Action Forward(int rank, int j) const {
+    return Action::Make(ActionKind::kForward, forward_local_[j] * pp_ + rank, microbatch_[j]);
+  }
+  Action Backward(int rank, int j, ActionKind kind) const {
+    return Action::Make(kind, (v_ - 1 - forward_local_[j]) * pp_ + rank, microbatch_[j]);
+  }
 
  private:
-  InterleavedRounds(int pp, int microbatches, int stages_per_rank, int microbatches_per_round)
-      : pp_(pp), m_(microbatches), v_(stages_per_rank), mpr_(microbatches_per_round) {}
-
-  int Microbatch(int j) const { return (j / (mpr_ * v_)) * mpr_ + j % mpr_; }
+  InterleavedRounds(int pp, int microbatches, int stages_per_rank, int microbatches_per_round);
 
   int pp_;
   int m_;
   int v_;
   int mpr_;
+  // Per j in [0, m*v), the same on every rank: the forward's local stage
+  // (j / mpr) % v and the microbatch (j / (mpr*v))*mpr + j % mpr.
+  std::vector<int32_t> forward_local_;
+  std::vector<int32_t> microbatch_;
 };
 
 // Whether PyTorch's flexible rounds accept m microbatches on p ranks:

@@ -140,14 +140,6 @@ absl::string_view KindName(ActionKind kind) {
   return "?";
 }
 
-Action Action::Make(ActionKind kind, int32_t stage, int32_t microbatch) {
-  Action a;
-  a.kind = kind;
-  a.stage = stage;
-  a.microbatch = microbatch;
-  return a;
-}
-
 Action Action::StageWide(ActionKind kind, int32_t stage) {
   return Make(kind, stage, kNoMicrobatch);
 }

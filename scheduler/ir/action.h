@@ -157,6 +157,14 @@ inline bool operator==(const SubActions& a, const SubActions& b) {
   return *a.items_ == *b.items_;
 }
 
+inline Action Action::Make(ActionKind kind, int32_t stage, int32_t microbatch) {
+  Action a;
+  a.kind = kind;
+  a.stage = stage;
+  a.microbatch = microbatch;
+  return a;
+}
+
 static_assert(sizeof(Action) == 24, "programs hold millions of actions; keep Action small");
 
 // Parses PyTorch's text form strictly. Leading and trailing whitespace is
