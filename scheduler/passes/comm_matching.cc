@@ -77,6 +77,11 @@ class Matcher {
 
   absl::StatusOr<CommPositions> Run() {
     if (RecordAndCheckTables()) return std::move(pos_);
+    return RunPerAction();
+  }
+
+  // The exact checker: every action in (rank, index) order.
+  absl::StatusOr<CommPositions> RunPerAction() {
     Record();
     for (int r = 0; r < s_.pp; ++r) {
       const RankProgram& program = s_.ranks[r];
@@ -284,6 +289,14 @@ absl::StatusOr<CommPositions> MatchSendRecv(const Schedule& schedule, int grid_r
         "send/receive matching needs a lowered schedule; this one is compute-only");
   }
   return Matcher(schedule, grid_rows).Run();
+}
+
+absl::StatusOr<CommPositions> MatchSendRecvPerAction(const Schedule& schedule, int grid_rows) {
+  if (!schedule.lowered) {
+    return absl::FailedPreconditionError(
+        "send/receive matching needs a lowered schedule; this one is compute-only");
+  }
+  return Matcher(schedule, grid_rows).RunPerAction();
 }
 
 }  // namespace jitpipe

@@ -116,6 +116,11 @@ struct Endpoint {
 // a grid of at most `grid_rows` step rows attached (0: none).
 absl::StatusOr<CommPositions> MatchSendRecv(const Schedule& schedule, int grid_rows = 0);
 
+// The same result through the per-action checker alone, without the table
+// pass: the reference the tests hold MatchSendRecv to.
+absl::StatusOr<CommPositions> MatchSendRecvPerAction(const Schedule& schedule,
+                                                     int grid_rows = 0);
+
 // The other end of a SEND or RECV. REQUIRES: `comm` is a SEND/RECV of the
 // schedule that `positions` = MatchSendRecv(schedule) matched.
 inline Endpoint Partner(const CommPositions& positions, const Action& comm) {

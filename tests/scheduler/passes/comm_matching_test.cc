@@ -1,10 +1,14 @@
 #include "scheduler/passes/comm_matching.h"
 
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "scheduler/generators/generate.h"
 #include "scheduler/ir/schedule_csv.h"
+#include "scheduler/passes/lower.h"
 #include "scheduler/passes/validate_structure.h"
 #include "tests/testing/status_matchers.h"
 
@@ -132,6 +136,72 @@ TEST(CommMatchingTest, GridAttachedOnlyWhenAsked) {
   absl::Status with_grid = MatchSendRecv(s, 10).status();
   EXPECT_EQ(Message(with_grid), Message(plain));
   EXPECT_TRUE(with_grid.GetPayload("type.jitpipe/schedule_grid").has_value());
+}
+
+// One random edit of a lowered program: swap two actions of a rank, drop
+// one, duplicate one, move one to another rank, or change its microbatch.
+void Mutate(Schedule& s, std::mt19937& rng) {
+  auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+  RankProgram& program = s.ranks[pick(s.pp)];
+  if (program.size() < 2) return;
+  const int i = pick(static_cast<int>(program.size()));
+  const int j = pick(static_cast<int>(program.size()));
+  switch (pick(5)) {
+    case 0:
+      std::swap(program[i], program[j]);
+      break;
+    case 1:
+      program.erase(program.begin() + i);
+      break;
+    case 2:
+      program.insert(program.begin() + j, program[i]);
+      break;
+    case 3: {
+      RankProgram& other = s.ranks[pick(s.pp)];
+      other.insert(other.begin() + pick(static_cast<int>(other.size()) + 1), program[i]);
+      program.erase(program.begin() + i);
+      break;
+    }
+    default:
+      if (program[i].microbatch > 0) --program[i].microbatch;
+      break;
+  }
+}
+
+// The table pass must accept exactly what the per-action checker accepts,
+// with the same positions, and leave every message to it. Mutants that are
+// not structurally valid are outside MatchSendRecv's contract and skipped.
+TEST(CommMatchingTest, TablePassAgreesWithThePerActionChecker) {
+  std::mt19937 rng(20261203);
+  int compared = 0, refused = 0;
+  for (const char* name : {"1f1b", "interleaved-1f1b", "zbv", "dualpipev", "dualpipe"}) {
+    for (RecvPlacement recv : {RecvPlacement::kEarly, RecvPlacement::kJit}) {
+      ASSERT_OK_AND_ASSIGN(Schedule compute,
+                           Generate({.schedule = name, .pp = 4, .microbatches = 8}));
+      ASSERT_OK_AND_ASSIGN(const Schedule lowered, Lower(compute, {.recv = recv}));
+      for (int trial = 0; trial < 300; ++trial) {
+        Schedule s = lowered;
+        for (int edits = 1 + trial % 3; edits > 0; --edits) Mutate(s, rng);
+        if (!ValidateStructure(s).ok()) continue;
+        absl::StatusOr<CommPositions> fast = MatchSendRecv(s);
+        absl::StatusOr<CommPositions> exact = MatchSendRecvPerAction(s);
+        ++compared;
+        ASSERT_EQ(fast.ok(), exact.ok()) << name << " trial " << trial;
+        if (!fast.ok()) {
+          ++refused;
+          EXPECT_EQ(Message(fast), Message(exact));
+          continue;
+        }
+        EXPECT_EQ(fast->send_f, exact->send_f);
+        EXPECT_EQ(fast->recv_f, exact->recv_f);
+        EXPECT_EQ(fast->send_b, exact->send_b);
+        EXPECT_EQ(fast->recv_b, exact->recv_b);
+      }
+    }
+  }
+  // Both outcomes occur often enough for the comparison to mean something.
+  EXPECT_GT(refused, 100) << compared << " compared";
+  EXPECT_GT(compared - refused, 50) << compared << " compared";
 }
 
 }  // namespace
