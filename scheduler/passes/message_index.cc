@@ -14,7 +14,7 @@ MessageIndex::MessageIndex(const Schedule& s)
       mbs_(static_cast<size_t>(s.microbatches_per_chain())),
       table_(PhaseTableSize(s)),
       info_(2 * table_),
-      pair_index_(static_cast<size_t>(s.pp) * s.pp, kNone) {}
+      pair_index_(static_cast<size_t>(s.pp) * s.pp, kNone), late_recv_(s.pp, false) {}
 
 absl::StatusOr<MessageIndex> MessageIndex::Build(const Schedule& schedule) {
   RETURN_IF_ERROR(ValidateHeader(schedule));
@@ -48,6 +48,9 @@ absl::Status MessageIndex::IndexRecv(int rank, size_t index, const Action& a) {
         absl::StrCat(Where(rank, index, a), ": a second receive of the same message"));
   }
   info_[m].receiver = rank;
+  // Only the stage's own rank consumes m, so a consumer already seen stands
+  // before this RECV.
+  if (info_[m].consumer != kNone) late_recv_[rank] = true;
   return absl::OkStatus();
 }
 

@@ -65,6 +65,9 @@ class MessageIndex {
   // Position of m's first consumer among the non-RECV actions of its
   // receiver's program.
   int32_t consumer(int32_t m) const { return info_[m].consumer; }
+  // Whether some RECV in `rank`'s program stands after its first consumer
+  // (never in LowerSendRecvEarly's output).
+  bool HasRecvAfterItsConsumer(int rank) const { return late_recv_[rank]; }
   // A pair's messages in the sender's order.
   absl::Span<const int32_t> sequence(int32_t pair) const {
     return absl::MakeConstSpan(sequence_data_)
@@ -108,6 +111,7 @@ class MessageIndex {
   size_t table_;  // PhaseTableSize(): where RECV_B ids start
   std::vector<Info> info_;
   std::vector<int32_t> pair_index_;              // sender * pp + receiver -> pair
+  std::vector<bool> late_recv_;                  // per rank: HasRecvAfterItsConsumer
   std::vector<int32_t> pair_sizes_;              // per pair: its number of messages
   // Every pair's messages in the sender's order, pair after pair; pair p's
   // are [pair_offsets_[p], pair_offsets_[p + 1]).

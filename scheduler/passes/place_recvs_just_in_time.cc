@@ -20,17 +20,27 @@ Action RecvFor(const Action& leaf) {
 }
 
 // Reorders rank `rank`'s program in place: its RECVs are dropped, and each is
-// put back right before its first consumer. `scratch` holds the input order
-// meanwhile (one buffer for every rank). Index spaces: the input program's
-// indices; the non-RECV actions before the current one
+// put back right before its first consumer. Index spaces: the input
+// program's indices; the non-RECV actions before the current one
 // (MessageIndex::consumer's positions).
+//
+// Writing at `out` while reading at i is safe while out <= i, which holds
+// when every RECV stands before its consumer (RECVs only move later, so no
+// more are written than were read). Otherwise the input is read from
+// `scratch`, a copy (one buffer for every rank).
 void PlaceRank(RankProgram& program, int rank, const MessageIndex& messages,
                RankProgram& scratch) {
-  scratch.assign(std::make_move_iterator(program.begin()), std::make_move_iterator(program.end()));
+  const bool copy = messages.HasRecvAfterItsConsumer(rank);
+  if (copy) {
+    scratch.assign(std::make_move_iterator(program.begin()),
+                   std::make_move_iterator(program.end()));
+  }
+  RankProgram& in = copy ? scratch : program;
   size_t out = 0;
   int32_t non_recvs = 0;
-  for (Action& a : scratch) {
-    if (IsRecv(a.kind)) continue;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (IsRecv(in[i].kind)) continue;
+    Action a = std::move(in[i]);
     ForEachComputePart(a, [&](const Action& leaf) {
       const int32_t m = messages.ConsumedBy(rank, leaf);
       if (m != kNoMessage && messages.consumer(m) == non_recvs) program[out++] = RecvFor(leaf);

@@ -185,6 +185,18 @@ TEST(PlaceRecvsJustInTimeTest, KeepsADeadlockOfTheComputes) {
   EXPECT_EQ(Message(Validate(jit, kRelaxed)), Message(Validate(s, kRelaxed)));
 }
 
+// A RECV after its consumer (no lowering pass writes one) moves earlier, to
+// right before it; the rest of the program keeps its order.
+TEST(PlaceRecvsJustInTimeTest, MovesARecvThatStandsAfterItsConsumer) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, FromRows({"0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1",
+                                             "1F0 1B0 1SEND_B0 1F1 1RECV_F0 1RECV_F1 1B1 "
+                                             "1SEND_B1"}));
+  ASSERT_OK_AND_ASSIGN(Schedule jit, PlaceRecvsJustInTime(s));
+  EXPECT_EQ(Rows(jit),
+            (std::vector<std::string>{"0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1",
+                                      "1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1"}));
+}
+
 // The entry checks are MessageIndex::Build's (message_index_test.cc has
 // them all); the pass returns them unchanged.
 TEST(PlaceRecvsJustInTimeTest, RefusesWhatTheMessageIndexRefuses) {
