@@ -41,79 +41,19 @@ class StructureChecker {
   explicit StructureChecker(const Schedule& s)
       : s_(s), mbs_(s.microbatches_per_chain()),
         table_(static_cast<size_t>(s.num_stages()) * s.microbatches_per_chain()),
-        num_stages_(static_cast<uint32_t>(s.num_stages())),
         reduced_at_(s.num_stages(), kUnseen), unsharded_at_(s.num_stages(), kUnseen) {}
 
   absl::Status Run() {
     for (int r = 0; r < s_.pp; ++r) {
       const RankProgram& program = s_.ranks[r];
       for (size_t i = 0; i < program.size(); ++i) {
-        const auto index = static_cast<int32_t>(i);
-        if (ABSL_PREDICT_TRUE(TryAccept(r, index, program[i]))) continue;
-        RETURN_IF_ERROR(CheckAction(r, index, program[i]));
+        RETURN_IF_ERROR(CheckAction(r, static_cast<int32_t>(i), program[i]));
       }
     }
     return CheckComplete();
   }
 
  private:
-  // The fast path, run once per action: accepts (and records) an action
-  // that breaks no rule and returns true. Returns false, having changed
-  // nothing, when the action breaks a rule or is one of the rare shapes
-  // (compounds, stage-wide actions) left to CheckAction, which checks and
-  // records it again and builds the message.
-  bool TryAccept(int rank, int32_t index, const Action& a) {
-    switch (a.kind) {
-      case ActionKind::kForward:
-      case ActionKind::kBackward:
-      case ActionKind::kBackwardInput:
-      case ActionKind::kBackwardWeight:
-        return TryPhase(rank, index, a);
-      case ActionKind::kSendF:
-      case ActionKind::kRecvF:
-      case ActionKind::kSendB:
-      case ActionKind::kRecvB:
-        return s_.lowered && StageHere(rank, a.stage) && MicrobatchInRange(a.microbatch);
-      case ActionKind::kBubble:
-        return !s_.lowered;
-      default:
-        return false;
-    }
-  }
-
-  bool StageHere(int rank, int stage) const {
-    return static_cast<uint32_t>(stage) < num_stages_ && s_.stage_to_rank[stage] == rank;
-  }
-  bool MicrobatchInRange(int mb) const {
-    return static_cast<uint32_t>(mb) < static_cast<uint32_t>(mbs_);
-  }
-
-  bool TryPhase(int rank, int32_t index, const Action& part) {
-    if (!StageHere(rank, part.stage) || !MicrobatchInRange(part.microbatch)) return false;
-    PhaseSlots& slots = table_[static_cast<size_t>(part.stage) * mbs_ + part.microbatch];
-    switch (part.kind) {
-      case ActionKind::kForward:
-        if (slots.forward != kUnseen) return false;
-        slots.forward = index;
-        return true;
-      case ActionKind::kBackward:
-      case ActionKind::kBackwardInput:
-        if (slots.forward == kUnseen || slots.full_backward != kUnseen ||
-            slots.backward_input != kUnseen) {
-          return false;
-        }
-        (part.kind == ActionKind::kBackward ? slots.full_backward : slots.backward_input) = index;
-        return true;
-      default:  // kBackwardWeight
-        if (slots.backward_weight != kUnseen || slots.full_backward != kUnseen ||
-            slots.backward_input == kUnseen) {
-          return false;
-        }
-        slots.backward_weight = index;
-        return true;
-    }
-  }
-
   absl::Status Error(int rank, int32_t index, const Action& action, absl::string_view what) const {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, ", index ", index, " (", action.ToString(), "): ", what));
@@ -281,14 +221,124 @@ class StructureChecker {
   const Schedule& s_;
   const int mbs_;
   std::vector<PhaseSlots> table_;  // by stage * mbs_ + microbatch
-  const uint32_t num_stages_;
   std::vector<int32_t> reduced_at_;    // per stage: its REDUCE_GRAD's index
   std::vector<int32_t> unsharded_at_;  // per stage: the open UNSHARD's index
+};
+
+// The fast path: the same rules, with one byte of state per (stage,
+// microbatch) and per stage instead of the indices messages need, and no
+// message. True when the schedule breaks no rule; on false, StructureChecker
+// runs from the start to name the first violation. REQUIRES: ValidateHeader.
+class FastStructureCheck {
+ public:
+  explicit FastStructureCheck(const Schedule& s)
+      : s_(s), mbs_(static_cast<uint32_t>(s.microbatches_per_chain())),
+        num_stages_(static_cast<uint32_t>(s.num_stages())),
+        phases_(static_cast<size_t>(num_stages_) * mbs_, 0), stages_(num_stages_, 0) {}
+
+  bool Run() {
+    for (int r = 0; r < s_.pp; ++r) {
+      for (const Action& a : s_.ranks[r]) {
+        if (!Accept(r, a)) return false;
+      }
+    }
+    for (uint8_t phases : phases_) {
+      const bool complete =
+          (phases & kF) && (phases & (kB | kI)) && (!(phases & kI) || (phases & kW));
+      if (!complete) return false;
+    }
+    return true;
+  }
+
+ private:
+  static constexpr uint8_t kF = 1, kI = 2, kB = 4, kW = 8;  // phases_ bits
+  static constexpr uint8_t kReduced = 1, kUnsharded = 2;    // stages_ bits
+
+  bool StageHere(int rank, int stage) const {
+    return static_cast<uint32_t>(stage) < num_stages_ && s_.stage_to_rank[stage] == rank;
+  }
+  bool InRange(int mb) const { return static_cast<uint32_t>(mb) < mbs_; }
+
+  bool Accept(int rank, const Action& a) {
+    switch (a.kind) {
+      case ActionKind::kForward:
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardInput:
+      case ActionKind::kBackwardWeight:
+        return AcceptPhase(rank, a);
+      case ActionKind::kOverlapFB:
+        if (a.sub_actions.empty()) return false;
+        for (const Action& part : a.sub_actions) {
+          if (!IsCompute(part.kind) || part.is_compound() || !AcceptPhase(rank, part)) {
+            return false;
+          }
+        }
+        return true;
+      case ActionKind::kBubble:
+        return !s_.lowered;
+      case ActionKind::kReduceGrad:
+      case ActionKind::kUnshard:
+      case ActionKind::kReshard:
+        return s_.lowered && StageHere(rank, a.stage) && AcceptStageWide(a);
+      default:  // SEND_F, RECV_F, SEND_B, RECV_B
+        return s_.lowered && StageHere(rank, a.stage) && InRange(a.microbatch);
+    }
+  }
+
+  bool AcceptPhase(int rank, const Action& part) {
+    if (!StageHere(rank, part.stage) || !InRange(part.microbatch)) return false;
+    uint8_t& phases = phases_[static_cast<size_t>(part.stage) * mbs_ + part.microbatch];
+    switch (part.kind) {
+      case ActionKind::kForward:
+        if (phases & kF) return false;
+        phases |= kF;
+        return true;
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardInput:
+        if (!(phases & kF) || (phases & (kB | kI))) return false;
+        phases |= part.kind == ActionKind::kBackward ? kB : kI;
+        return true;
+      default:  // kBackwardWeight
+        if ((phases & (kW | kB)) || !(phases & kI)) return false;
+        phases |= kW;
+        return true;
+    }
+  }
+
+  bool AcceptStageWide(const Action& a) {
+    uint8_t& state = stages_[a.stage];
+    switch (a.kind) {
+      case ActionKind::kReduceGrad:
+        if (state & kReduced) return false;
+        state |= kReduced;
+        return true;
+      case ActionKind::kUnshard:
+        if (state & kUnsharded) return false;
+        state |= kUnsharded;
+        return true;
+      default:  // kReshard
+        if (!(state & kUnsharded)) return false;
+        state &= ~kUnsharded;
+        return true;
+    }
+  }
+
+  const Schedule& s_;
+  const uint32_t mbs_;
+  const uint32_t num_stages_;
+  std::vector<uint8_t> phases_;  // by stage * mbs_ + microbatch: kF | kI | kB | kW
+  std::vector<uint8_t> stages_;  // by stage: kReduced | kUnsharded
 };
 
 }  // namespace
 
 absl::Status ValidateStructure(const Schedule& schedule) {
+  RETURN_IF_ERROR(ValidateHeader(schedule));
+  if (FastStructureCheck(schedule).Run()) return absl::OkStatus();
+  return StructureChecker(schedule).Run();
+}
+
+absl::Status ValidateStructurePerAction(const Schedule& schedule) {
   RETURN_IF_ERROR(ValidateHeader(schedule));
   return StructureChecker(schedule).Run();
 }

@@ -27,7 +27,13 @@
 
 namespace jitpipe {
 
+// Cost: one sweep with a byte of state per (stage, microbatch); the checker
+// that tracks indices and builds the message runs only when a rule fails.
 absl::Status ValidateStructure(const Schedule& schedule);
+
+// The same result through the per-action checker alone: the reference the
+// tests hold ValidateStructure to.
+absl::Status ValidateStructurePerAction(const Schedule& schedule);
 
 }  // namespace jitpipe
 
