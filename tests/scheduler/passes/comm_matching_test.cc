@@ -2,7 +2,6 @@
 
 #include <random>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -10,12 +9,14 @@
 #include "scheduler/ir/schedule_csv.h"
 #include "scheduler/passes/lower.h"
 #include "scheduler/passes/validate_structure.h"
+#include "tests/testing/program_mutations.h"
 #include "tests/testing/status_matchers.h"
 
 namespace jitpipe {
 namespace {
 
 using ::jitpipe::testing::Message;
+using ::jitpipe::testing::MutateProgram;
 
 RankProgram Program(const std::vector<std::string>& texts) {
   RankProgram program;
@@ -138,36 +139,6 @@ TEST(CommMatchingTest, GridAttachedOnlyWhenAsked) {
   EXPECT_TRUE(with_grid.GetPayload("type.jitpipe/schedule_grid").has_value());
 }
 
-// One random edit of a lowered program: swap two actions of a rank, drop
-// one, duplicate one, move one to another rank, or change its microbatch.
-void Mutate(Schedule& s, std::mt19937& rng) {
-  auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
-  RankProgram& program = s.ranks[pick(s.pp)];
-  if (program.size() < 2) return;
-  const int i = pick(static_cast<int>(program.size()));
-  const int j = pick(static_cast<int>(program.size()));
-  switch (pick(5)) {
-    case 0:
-      std::swap(program[i], program[j]);
-      break;
-    case 1:
-      program.erase(program.begin() + i);
-      break;
-    case 2:
-      program.insert(program.begin() + j, program[i]);
-      break;
-    case 3: {
-      RankProgram& other = s.ranks[pick(s.pp)];
-      other.insert(other.begin() + pick(static_cast<int>(other.size()) + 1), program[i]);
-      program.erase(program.begin() + i);
-      break;
-    }
-    default:
-      if (program[i].microbatch > 0) --program[i].microbatch;
-      break;
-  }
-}
-
 // The table pass must accept exactly what the per-action checker accepts,
 // with the same positions, and leave every message to it. Mutants that are
 // not structurally valid are outside MatchSendRecv's contract and skipped.
@@ -181,7 +152,7 @@ TEST(CommMatchingTest, TablePassAgreesWithThePerActionChecker) {
       ASSERT_OK_AND_ASSIGN(const Schedule lowered, Lower(compute, {.recv = recv}));
       for (int trial = 0; trial < 300; ++trial) {
         Schedule s = lowered;
-        for (int edits = 1 + trial % 3; edits > 0; --edits) Mutate(s, rng);
+        for (int edits = 1 + trial % 3; edits > 0; --edits) MutateProgram(s, rng);
         if (!ValidateStructure(s).ok()) continue;
         absl::StatusOr<CommPositions> fast = MatchSendRecv(s);
         absl::StatusOr<CommPositions> exact = MatchSendRecvPerAction(s);

@@ -2,7 +2,6 @@
 
 #include <random>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -10,6 +9,7 @@
 #include "scheduler/ir/schedule_csv.h"
 #include "scheduler/passes/lower.h"
 #include "tests/testing/conformance.h"
+#include "tests/testing/program_mutations.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
@@ -17,6 +17,7 @@ namespace jitpipe {
 namespace {
 
 using ::jitpipe::testing::CsvFromJson;
+using ::jitpipe::testing::MutateProgram;
 using ::jitpipe::testing::PytorchConformanceNames;
 using ::jitpipe::testing::ReadTestdata;
 using ::jitpipe::testing::ReadTestdataJson;
@@ -170,42 +171,6 @@ TEST(ValidateStructureTest, RefusesAStageOnTheWrongRankAndOutOfRangeMicrobatches
             "microbatches (0..0)");
 }
 
-// One random edit: swap two actions of a rank, drop one, duplicate one, move
-// one to another rank, change its microbatch or kind, or empty a compound.
-void Mutate(Schedule& s, std::mt19937& rng) {
-  auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
-  RankProgram& program = s.ranks[pick(s.pp)];
-  if (program.size() < 2) return;
-  const int i = pick(static_cast<int>(program.size()));
-  const int j = pick(static_cast<int>(program.size()));
-  switch (pick(7)) {
-    case 0:
-      std::swap(program[i], program[j]);
-      break;
-    case 1:
-      program.erase(program.begin() + i);
-      break;
-    case 2:
-      program.insert(program.begin() + j, program[i]);
-      break;
-    case 3: {
-      RankProgram& other = s.ranks[pick(s.pp)];
-      other.insert(other.begin() + pick(static_cast<int>(other.size()) + 1), program[i]);
-      program.erase(program.begin() + i);
-      break;
-    }
-    case 4:
-      program[i].microbatch += pick(3) - 1;
-      break;
-    case 5:
-      if (!program[i].is_compound()) program[i].kind = static_cast<ActionKind>(pick(11));
-      break;
-    default:
-      if (program[i].is_compound()) program[i].sub_actions = SubActions();
-      break;
-  }
-}
-
 // The one-byte-per-pair sweep accepts exactly what the per-action checker
 // accepts, and every message comes from the latter.
 TEST(ValidateStructureTest, FastSweepAgreesWithThePerActionChecker) {
@@ -218,7 +183,7 @@ TEST(ValidateStructureTest, FastSweepAgreesWithThePerActionChecker) {
     for (const Schedule* base : {&compute, &lowered}) {
       for (int trial = 0; trial < 300; ++trial) {
         Schedule s = *base;
-        for (int edits = 1 + trial % 3; edits > 0; --edits) Mutate(s, rng);
+        for (int edits = 1 + trial % 3; edits > 0; --edits) MutateProgram(s, rng);
         const absl::Status fast = ValidateStructure(s);
         const absl::Status exact = ValidateStructurePerAction(s);
         ++compared;
