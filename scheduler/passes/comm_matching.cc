@@ -26,8 +26,8 @@ std::string PartText(const Action& top, int stage, int microbatch, ActionKind ki
 }
 
 // Runs the checks of comm_matching.h over one lowered schedule. Pass 1
-// records where everything is; pass 2 checks each action in (rank, index)
-// order.
+// records where everything is; pass 2 checks the rules over the tables and,
+// only when they fail, each action in (rank, index) order.
 class Matcher {
  public:
   Matcher(const Schedule& s, int grid_rows)
@@ -47,42 +47,25 @@ class Matcher {
     }
   }
 
-  // The fast path: one sweep that records every position, then one pass
-  // over the dense tables. True when every rule of comm_matching.h holds;
-  // when false, Run() finds the first violation in (rank, index) order (and
-  // decides: it alone is authoritative).
-  bool RecordAndCheckTables() {
-    bool ok = true;
-    for (int r = 0; r < s_.pp; ++r) {
-      const RankProgram& program = s_.ranks[r];
-      for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
-        const Action& a = program[i];
-        switch (a.kind) {
-          case ActionKind::kSendF:
-          case ActionKind::kRecvF:
-          case ActionKind::kSendB:
-          case ActionKind::kRecvB: {
-            int32_t& slot = TableOf(a.kind)[Key(a.stage, a.microbatch)];
-            ok &= slot == kAbsent;  // a second end of one transfer
-            if (slot == kAbsent) slot = i;
-            break;
-          }
-          default:
-            ForEachComputePartFast(a, [&](const Action& part) { RecordCompute(part, i); });
-        }
-      }
-    }
-    return ok && TablesConsistent();
-  }
-
+  // The fast path: one recording sweep, then the rules checked over the
+  // dense tables. When either finds something wrong, the exact checker runs
+  // over the same records to name the first violation in (rank, index)
+  // order; it alone decides.
   absl::StatusOr<CommPositions> Run() {
-    if (RecordAndCheckTables()) return std::move(pos_);
-    return RunPerAction();
+    const bool each_end_once = Record();
+    if (each_end_once && TablesConsistent()) return std::move(pos_);
+    return CheckEachAction();
   }
 
-  // The exact checker: every action in (rank, index) order.
+  // The exact checker alone (MatchSendRecvPerAction).
   absl::StatusOr<CommPositions> RunPerAction() {
     Record();
+    return CheckEachAction();
+  }
+
+ private:
+  // Every action in (rank, index) order. REQUIRES: Record() ran.
+  absl::StatusOr<CommPositions> CheckEachAction() {
     for (int r = 0; r < s_.pp; ++r) {
       const RankProgram& program = s_.ranks[r];
       for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
@@ -92,7 +75,6 @@ class Matcher {
     return std::move(pos_);
   }
 
- private:
   size_t Key(int stage, int mb) const { return static_cast<size_t>(stage) * mbs_ + mb; }
 
   std::vector<int32_t>& TableOf(ActionKind kind) {
@@ -105,13 +87,6 @@ class Matcher {
         return pos_.send_b;
       default:
         return pos_.recv_b;
-    }
-  }
-
-  void RecordCompute(const Action& part, int32_t i) {
-    if (part.kind == ActionKind::kForward) forward_at_[Key(part.stage, part.microbatch)] = i;
-    if (part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardInput) {
-      backward_at_[Key(part.stage, part.microbatch)] = i;
     }
   }
 
@@ -155,13 +130,16 @@ class Matcher {
   }
 
   // The first index of each transfer end and of each compute phase.
-  void Record() {
+  // Returns whether no transfer end appeared twice.
+  bool Record() {
+    bool each_end_once = true;
     for (int r = 0; r < s_.pp; ++r) {
       const RankProgram& program = s_.ranks[r];
       for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
         const Action& a = program[i];
         if (IsTransfer(a.kind)) {
           int32_t& slot = TableOf(a.kind)[Key(a.stage, a.microbatch)];
+          each_end_once &= slot == kAbsent;
           if (slot == kAbsent) slot = i;
           continue;
         }
@@ -173,6 +151,7 @@ class Matcher {
         });
       }
     }
+    return each_end_once;
   }
 
   absl::Status Error(int rank, int32_t index, absl::string_view what) const {

@@ -3,9 +3,9 @@
 #include "absl/strings/string_view.h"
 #include <vector>
 
-#include "absl/base/optimization.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "scheduler/passes/pass_utils.h"
 
 namespace jitpipe {
 namespace {
@@ -198,7 +198,7 @@ class StructureChecker {
         const bool complete = slots.forward != kUnseen &&
                               (slots.full_backward != kUnseen || slots.backward_input != kUnseen) &&
                               (slots.backward_input == kUnseen || slots.backward_weight != kUnseen);
-        if (ABSL_PREDICT_FALSE(!complete)) return IncompleteError(stage, mb, slots);
+        if (!complete) return IncompleteError(stage, mb, slots);
       }
     }
     return absl::OkStatus();
@@ -233,8 +233,7 @@ class FastStructureCheck {
  public:
   explicit FastStructureCheck(const Schedule& s)
       : s_(s), mbs_(static_cast<uint32_t>(s.microbatches_per_chain())),
-        num_stages_(static_cast<uint32_t>(s.num_stages())),
-        phases_(static_cast<size_t>(num_stages_) * mbs_, 0), stages_(num_stages_, 0) {}
+        phases_(static_cast<size_t>(s.num_stages()) * mbs_, 0), stages_(s.num_stages(), 0) {}
 
   bool Run() {
     for (int r = 0; r < s_.pp; ++r) {
@@ -253,11 +252,6 @@ class FastStructureCheck {
  private:
   static constexpr uint8_t kF = 1, kI = 2, kB = 4, kW = 8;  // phases_ bits
   static constexpr uint8_t kReduced = 1, kUnsharded = 2;    // stages_ bits
-
-  bool StageHere(int rank, int stage) const {
-    return static_cast<uint32_t>(stage) < num_stages_ && s_.stage_to_rank[stage] == rank;
-  }
-  bool InRange(int mb) const { return static_cast<uint32_t>(mb) < mbs_; }
 
   bool Accept(int rank, const Action& a) {
     switch (a.kind) {
@@ -279,14 +273,14 @@ class FastStructureCheck {
       case ActionKind::kReduceGrad:
       case ActionKind::kUnshard:
       case ActionKind::kReshard:
-        return s_.lowered && StageHere(rank, a.stage) && AcceptStageWide(a);
+        return s_.lowered && SimpleActionInRange(s_, rank, a, mbs_) && AcceptStageWide(a);
       default:  // SEND_F, RECV_F, SEND_B, RECV_B
-        return s_.lowered && StageHere(rank, a.stage) && InRange(a.microbatch);
+        return s_.lowered && SimpleActionInRange(s_, rank, a, mbs_);
     }
   }
 
   bool AcceptPhase(int rank, const Action& part) {
-    if (!StageHere(rank, part.stage) || !InRange(part.microbatch)) return false;
+    if (!SimpleActionInRange(s_, rank, part, mbs_)) return false;
     uint8_t& phases = phases_[static_cast<size_t>(part.stage) * mbs_ + part.microbatch];
     switch (part.kind) {
       case ActionKind::kForward:
@@ -325,7 +319,6 @@ class FastStructureCheck {
 
   const Schedule& s_;
   const uint32_t mbs_;
-  const uint32_t num_stages_;
   std::vector<uint8_t> phases_;  // by stage * mbs_ + microbatch: kF | kI | kB | kW
   std::vector<uint8_t> stages_;  // by stage: kReduced | kUnsharded
 };
