@@ -24,12 +24,19 @@ std::string Message(const S& s) {
   return std::string(StatusOf(s).message());
 }
 
+// gtest predicate-formatter: success, or the expression and the status it gave.
+template <typename S>
+::testing::AssertionResult IsOk(const char* expr_text, const S& s) {
+  if (StatusOf(s).ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << expr_text << " is " << StatusOf(s);
+}
+
 }  // namespace jitpipe::testing
 
-#define EXPECT_OK(expr) EXPECT_TRUE(::jitpipe::testing::StatusOf(expr).ok()) \
-    << ::jitpipe::testing::StatusOf(expr)
-#define ASSERT_OK(expr) ASSERT_TRUE(::jitpipe::testing::StatusOf(expr).ok()) \
-    << ::jitpipe::testing::StatusOf(expr)
+// Each evaluates `expr` exactly once: a second evaluation to print the status
+// would print a different call's result (and repeat its side effects).
+#define EXPECT_OK(expr) EXPECT_PRED_FORMAT1(::jitpipe::testing::IsOk, expr)
+#define ASSERT_OK(expr) ASSERT_PRED_FORMAT1(::jitpipe::testing::IsOk, expr)
 
 #define JITPIPE_TEST_CONCAT_INNER_(a, b) a##b
 #define JITPIPE_TEST_CONCAT_(a, b) JITPIPE_TEST_CONCAT_INNER_(a, b)
