@@ -96,6 +96,42 @@ void BM_ArenaRatio(benchmark::State& state, std::string schedule, int pp, int mi
   state.counters["arena_over_peak_all"] = benchmark::Counter(ratios.overall);
 }
 
+// One arena algorithm alone on one rank's buffers (rank 0 of the large size,
+// jit, skewed model): where BM_ArenaRatio/large/skewed spends its time.
+void BM_ArenaAlgorithm(benchmark::State& state, PlacementOrder order, int refine_rounds) {
+  const Schedule& lowered = Lowered(kLarge);
+  const Model model = SkewedModel(lowered.num_stages());
+  absl::StatusOr<RankMemoryPlan> plan =
+      PlanRankMemory(lowered, model, /*rank=*/0, {.arena = false});
+  if (!CheckOk(state, plan.status())) return;
+  std::vector<LiveInterval> intervals;
+  for (const Buffer& b : plan->buffers.buffers) {
+    intervals.push_back({b.bytes, b.alloc_index, b.free_index});
+  }
+  const std::unique_ptr<ArenaAlgorithm> algorithm = MakeGreedyBestFit(order, refine_rounds);
+  ArenaLayout layout;
+  for (auto _ : state) {
+    layout = algorithm->Place(intervals, plan->buffers.num_actions, kDefaultArenaAlignment);
+  }
+  state.SetLabel(absl::StrCat(intervals.size(), " intervals over ", plan->buffers.num_actions,
+                              " time points"));
+  state.counters["arena_over_peak"] =
+      benchmark::Counter(static_cast<double>(layout.arena_bytes) / plan->peak.bytes);
+}
+
+BENCHMARK_CAPTURE(BM_ArenaAlgorithm, by_start, PlacementOrder::kStart, 0)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ArenaAlgorithm, by_size, PlacementOrder::kDecreasingSize, 0)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ArenaAlgorithm, by_size_refined, PlacementOrder::kDecreasingSize,
+                  kDefaultRefineRounds)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ArenaAlgorithm, by_duration, PlacementOrder::kDecreasingDuration, 0)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ArenaAlgorithm, by_duration_refined, PlacementOrder::kDecreasingDuration,
+                  kDefaultRefineRounds)
+    ->Unit(benchmark::kMillisecond);
+
 // One benchmark per built-in schedule and model, named after them, then the
 // large size.
 const bool kArenaRatiosRegistered = [] {

@@ -11,12 +11,12 @@ namespace jitpipe {
 
 ArenaLayout ChooseBestArena(absl::Span<const ArenaAlgorithm* const> algorithms,
                             absl::Span<const LiveInterval> intervals, int num_times,
-                            int64_t alignment, int64_t lower_bound) {
+                            int64_t alignment, int64_t good_enough) {
   ArenaLayout best;
   for (size_t k = 0; k < algorithms.size(); ++k) {
     ArenaLayout layout = algorithms[k]->Place(intervals, num_times, alignment);
     if (k == 0 || layout.arena_bytes < best.arena_bytes) best = std::move(layout);
-    if (best.arena_bytes <= lower_bound) break;
+    if (best.arena_bytes <= good_enough) break;
   }
   return best;
 }

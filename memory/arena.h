@@ -85,18 +85,20 @@ inline constexpr int kDefaultRefineRounds = 4;
 // optimisation): each pass moves the intervals the previous layout put above
 // the peak line to the front of the order, keeping their relative order and
 // that of the rest, and places everything again. The first pass that does
-// not beat the best layout so far ends the refinement.
+// not beat the best layout so far ends the refinement (it stops placing as
+// soon as its arena reaches the best's: the result is the same).
 // kStart ignores `refine_rounds`: its order is what makes it a sweep.
 std::unique_ptr<ArenaAlgorithm> MakeGreedyBestFit(PlacementOrder order,
                                                   int refine_rounds = kDefaultRefineRounds);
 
 // Runs `algorithms` in turn and returns the layout with the smallest arena
 // (the earlier one on a tie), as XLA's ChooseBestHeapAlgorithm. Stops as soon
-// as a layout's arena equals `lower_bound` (the peak live bytes: no layout
-// can be smaller). REQUIRES: algorithms is not empty; as Place().
+// as a layout's arena is at most `good_enough` bytes: the peak live bytes
+// (no layout can be smaller) for the best these orderings give, or more to
+// trade arena bytes for time. REQUIRES: algorithms is not empty; as Place().
 ArenaLayout ChooseBestArena(absl::Span<const ArenaAlgorithm* const> algorithms,
                             absl::Span<const LiveInterval> intervals, int num_times,
-                            int64_t alignment, int64_t lower_bound);
+                            int64_t alignment, int64_t good_enough);
 
 // Checks a layout: one offset per interval, each a multiple of `alignment`,
 // arena_bytes the high-water mark, and no two intervals overlapping in both

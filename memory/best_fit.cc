@@ -39,27 +39,33 @@ class OrderedBestFit : public ArenaAlgorithm {
   ArenaLayout Place(absl::Span<const LiveInterval> intervals, int num_times,
                     int64_t alignment) const override {
     std::vector<int> ids = SortedIds(intervals);
-    ArenaLayout best = PlaceInOrder(intervals, num_times, alignment, ids);
+    ArenaLayout best;
+    PlaceInOrder(intervals, num_times, alignment, ids, kNoLimit, best);
     const int64_t peak = refine_rounds_ > 0 ? PeakLive(intervals, num_times) : 0;
     ArenaLayout last = best;
     for (int round = 0; round < refine_rounds_ && best.arena_bytes > peak; ++round) {
       std::stable_partition(ids.begin(), ids.end(), [&](int id) {
         return last.offsets[id] + intervals[id].bytes > peak;
       });
-      last = PlaceInOrder(intervals, num_times, alignment, ids);
-      if (last.arena_bytes >= best.arena_bytes) break;
+      // A round that does not beat the best ends the refinement, so it may
+      // stop placing as soon as its arena reaches the best's.
+      if (!PlaceInOrder(intervals, num_times, alignment, ids, best.arena_bytes, last)) break;
       best = last;
     }
     return best;
   }
 
  private:
-  ArenaLayout PlaceInOrder(absl::Span<const LiveInterval> intervals, int num_times,
-                           int64_t alignment, const std::vector<int>& ids) const {
-    ArenaLayout layout;
+  static constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
+
+  // Places the intervals in the order `ids` into `layout`. Returns false, with
+  // `layout` incomplete, as soon as its arena reaches `limit` bytes.
+  bool PlaceInOrder(absl::Span<const LiveInterval> intervals, int num_times, int64_t alignment,
+                    const std::vector<int>& ids, int64_t limit, ArenaLayout& layout) const {
     layout.algorithm = std::string(name());
     layout.offsets.assign(intervals.size(), 0);
-    if (num_times <= 0) return layout;
+    layout.arena_bytes = 0;
+    if (num_times <= 0) return true;
     OccupancyTree tree(num_times);
     for (int id : ids) {
       const LiveInterval& in = intervals[id];
@@ -67,8 +73,9 @@ class OrderedBestFit : public ArenaAlgorithm {
       tree.Occupy(in.start, in.end, offset, in.bytes);
       layout.offsets[id] = offset;
       layout.arena_bytes = std::max(layout.arena_bytes, offset + in.bytes);
+      if (layout.arena_bytes >= limit) return false;
     }
-    return layout;
+    return true;
   }
 
   // The ids of the non-empty intervals in the sort order.

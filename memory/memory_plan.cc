@@ -1,6 +1,7 @@
 #include "memory/memory_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <utility>
@@ -19,7 +20,8 @@ std::vector<LiveInterval> Intervals(const RankBuffers& buffers) {
   return out;
 }
 
-ArenaLayout PlaceArena(const RankBuffers& buffers, int64_t alignment, int64_t peak) {
+// The arena for `buffers`; the search stops at `good_enough` bytes.
+ArenaLayout PlaceArena(const RankBuffers& buffers, int64_t alignment, int64_t good_enough) {
   const std::unique_ptr<ArenaAlgorithm> by_start = MakeGreedyBestFit(PlacementOrder::kStart);
   const std::unique_ptr<ArenaAlgorithm> by_size =
       MakeGreedyBestFit(PlacementOrder::kDecreasingSize);
@@ -27,7 +29,7 @@ ArenaLayout PlaceArena(const RankBuffers& buffers, int64_t alignment, int64_t pe
       MakeGreedyBestFit(PlacementOrder::kDecreasingDuration);
   const ArenaAlgorithm* const algorithms[] = {by_start.get(), by_size.get(), by_duration.get()};
   std::vector<LiveInterval> intervals = Intervals(buffers);
-  return ChooseBestArena(algorithms, intervals, buffers.num_actions, alignment, peak);
+  return ChooseBestArena(algorithms, intervals, buffers.num_actions, alignment, good_enough);
 }
 
 char KindLetter(BufferKind kind) {
@@ -91,6 +93,10 @@ absl::Status ValidatePlanOptions(const PlanOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("the arena alignment must be a power of two, got ", options.alignment));
   }
+  if (!(options.arena_slack >= 0) || std::isinf(options.arena_slack)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--arena-slack must be a finite number >= 0, got ", options.arena_slack));
+  }
   return absl::OkStatus();
 }
 
@@ -150,7 +156,11 @@ absl::StatusOr<RankMemoryPlan> PlanRankMemory(const Schedule& schedule, const Mo
     plan.peak_action = schedule.ranks[rank][plan.peak.index].ToString();
     plan.peak_buffers = BuffersLiveAt(plan.buffers, plan.peak.index);
   }
-  if (options.arena) plan.arena = PlaceArena(plan.buffers, options.alignment, plan.peak.bytes);
+  if (options.arena) {
+    const auto slack = static_cast<int64_t>(static_cast<double>(plan.peak.bytes) *
+                                            options.arena_slack);
+    plan.arena = PlaceArena(plan.buffers, options.alignment, plan.peak.bytes + slack);
+  }
   return plan;
 }
 

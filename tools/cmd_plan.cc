@@ -24,6 +24,9 @@ ABSL_FLAG(std::string, policy, "jit",
           "eager (PyTorch's released runtime: everything received or sent held all step)");
 ABSL_FLAG(int, prefetch, 0,
           "jit only: allocate each receive buffer this many compute actions before its consumer");
+ABSL_FLAG(double, arena_slack, jitpipe::kDefaultArenaSlack,
+          "stop the arena search at a layout within this fraction of the peak (0: search every "
+          "ordering unless one reaches the peak)");
 ABSL_FLAG(int, map, -1, "also print this rank's buffers and an ASCII map of its arena");
 
 namespace jitpipe::cli {
@@ -67,6 +70,7 @@ absl::StatusOr<PlanOptions> OptionsFromFlags() {
   }
   options.policy = *parsed;
   options.prefetch = absl::GetFlag(FLAGS_prefetch);
+  options.arena_slack = absl::GetFlag(FLAGS_arena_slack);
   if (absl::Status valid = ValidatePlanOptions(options); !valid.ok()) return valid;
   return options;
 }
@@ -223,8 +227,8 @@ int RunPlan(const Command& command, const Invocation& invocation) {
 Command PlanCommand() {
   return Command{
       .name = "plan",
-      .synopsis = "plan FILE --model MODEL [--policy jit|eager] [--prefetch K] [--json] "
-                  "[--trace OUT] [--map RANK]",
+      .synopsis = "plan FILE --model MODEL [--policy jit|eager] [--prefetch K] "
+                  "[--arena-slack F] [--json] [--trace OUT] [--map RANK]",
       .summary = "Plan the memory of a schedule (a compute-only FILE is lowered first, as "
                  "jitpipe lower does by default). Per rank: the peak under --policy, "
                  "the jit and eager peaks side by side, the liveness lower bound (what any "
@@ -234,7 +238,8 @@ Command PlanCommand() {
                  "gives compute times (the jitpipe simulate timeline, memory under --policy), "
                  "else over program index; --map prints one rank's buffers and an ASCII map of "
                  "its arena.",
-      .flags = {"model", "policy", "prefetch", "json", "trace", "map", "legacy_names"},
+      .flags = {"model", "policy", "prefetch", "arena_slack", "json", "trace", "map",
+                "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,
       .run = RunPlan,

@@ -1,5 +1,6 @@
 #include "memory/memory_plan.h"
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -162,6 +163,16 @@ TEST(MemoryPlanTest, ValidatesOptions) {
   options.prefetch = 2;
   options.policy = MemoryPolicy::kEager;
   EXPECT_EQ(Message(ValidatePlanOptions(options)), "--prefetch applies to the jit policy only");
+  options = PlanOptions{};
+  options.arena_slack = -0.5;
+  EXPECT_EQ(Message(ValidatePlanOptions(options)),
+            "--arena-slack must be a finite number >= 0, got -0.5");
+  options.arena_slack = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(Message(ValidatePlanOptions(options)),
+            "--arena-slack must be a finite number >= 0, got nan");
+  options.arena_slack = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(Message(ValidatePlanOptions(options)),
+            "--arena-slack must be a finite number >= 0, got inf");
   options = PlanOptions{};
   options.alignment = 48;
   EXPECT_EQ(Message(PlanRankMemory(TwoRanks(), Model{}, 0, options)),
