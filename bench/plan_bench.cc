@@ -52,15 +52,20 @@ void BM_PlanMemory(benchmark::State& state, Size size, MemoryPolicy policy, bool
          target_ms);
 }
 
+// PlanMemory plans ranks on every hardware thread: wall-clock time.
 BENCHMARK_CAPTURE(BM_PlanMemory, jit_arena_large, kLarge, MemoryPolicy::kJit, true,
                   kPlanTargetMs)
-    ->Unit(benchmark::kMillisecond);
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_PlanMemory, jit_arena_medium, kMedium, MemoryPolicy::kJit, true, 0)
-    ->Unit(benchmark::kMillisecond);
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_PlanMemory, jit_no_arena_large, kLarge, MemoryPolicy::kJit, false, 0)
-    ->Unit(benchmark::kMillisecond);
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_PlanMemory, eager_arena_large, kLarge, MemoryPolicy::kEager, true, 0)
-    ->Unit(benchmark::kMillisecond);
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // The arena / peak ratio (counters "arena_over_peak", worst rank, and
 // "arena_over_peak_all", summed over ranks) of a schedule lowered with
@@ -141,12 +146,14 @@ const bool kArenaRatiosRegistered = [] {
       benchmark::RegisterBenchmark(absl::StrCat("BM_ArenaRatio/", info.name, "/", model).c_str(),
                                    BM_ArenaRatio, info.name, kRatioPp, kRatioMicrobatches, 0,
                                    skewed)
-          ->Unit(benchmark::kMillisecond);
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
     }
     benchmark::RegisterBenchmark(absl::StrCat("BM_ArenaRatio/large/", model).c_str(),
                                  BM_ArenaRatio, kLarge.schedule, kLarge.pp, kLarge.microbatches,
                                  kLarge.stages_per_rank, skewed)
-        ->Unit(benchmark::kMillisecond);
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   }
   return true;
 }();

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/parallel_for.h"
 #include "base/status_macros.h"
 
 namespace jitpipe {
@@ -166,11 +167,20 @@ absl::StatusOr<RankMemoryPlan> PlanRankMemory(const Schedule& schedule, const Mo
 
 absl::StatusOr<std::vector<RankMemoryPlan>> PlanMemory(const Schedule& schedule,
                                                        const Model& model,
-                                                       const PlanOptions& options) {
+                                                       const PlanOptions& options,
+                                                       int threads) {
+  RETURN_IF_ERROR(ValidatePlanOptions(options));
+  // One slot per rank, each written by the one thread that plans it.
+  std::vector<absl::StatusOr<RankMemoryPlan>> planned(
+      static_cast<size_t>(std::max(schedule.pp, 0)), absl::InternalError("not planned"));
+  ParallelFor(schedule.pp, threads, [&](int rank) {
+    planned[rank] = PlanRankMemory(schedule, model, rank, options);
+  });
   std::vector<RankMemoryPlan> plans;
-  for (int rank = 0; rank < schedule.pp; ++rank) {
-    ASSIGN_OR_RETURN(RankMemoryPlan plan, PlanRankMemory(schedule, model, rank, options));
-    plans.push_back(std::move(plan));
+  plans.reserve(planned.size());
+  for (absl::StatusOr<RankMemoryPlan>& plan : planned) {
+    if (!plan.ok()) return plan.status();
+    plans.push_back(*std::move(plan));
   }
   return plans;
 }

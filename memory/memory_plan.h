@@ -24,7 +24,8 @@
 // output, for longer: the peak then shows the price. Eager's peak is never
 // below jit's, because every eager interval contains the jit one.
 //
-// Plans are values; every function here is pure and thread-compatible.
+// Plans are values; every function here is pure and thread-compatible, and
+// PlanMemory plans ranks on several threads.
 #ifndef JITPIPE_MEMORY_MEMORY_PLAN_H_
 #define JITPIPE_MEMORY_MEMORY_PLAN_H_
 
@@ -87,10 +88,13 @@ struct RankMemoryPlan {
 absl::StatusOr<RankMemoryPlan> PlanRankMemory(const Schedule& schedule, const Model& model,
                                               int rank, const PlanOptions& options);
 
-// Plans every rank, in rank order; the first rank's error is returned.
+// Plans every rank, up to `threads` ranks at a time (0: one per hardware
+// thread; base/parallel_for.h). The plans are in rank order and do not depend
+// on `threads`; on failure, the lowest failing rank's error is returned.
 absl::StatusOr<std::vector<RankMemoryPlan>> PlanMemory(const Schedule& schedule,
                                                        const Model& model,
-                                                       const PlanOptions& options);
+                                                       const PlanOptions& options,
+                                                       int threads = 0);
 
 // An ASCII picture of the arena over time (XLA's
 // NodesOverlappingInTimeToAsciiArt turned sideways): one row per program

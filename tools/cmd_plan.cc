@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/json_document.h"
+#include "base/parallel_for.h"
 #include "memory/memory_plan.h"
 #include "scheduler/ir/model.h"
 #include "scheduler/passes/lower.h"
@@ -179,26 +180,38 @@ int RunPlan(const Command& command, const Invocation& invocation) {
     trace->SetMetadata("source", path);
     trace->SetMetadata("policy", std::string(MemoryPolicyName(options->policy)));
   }
-  // Ranks one at a time: a plan of a big schedule is dropped once its row,
-  // map and trace tracks are out.
+  // Ranks a batch at a time, one per hardware thread: a plan of a big
+  // schedule is dropped once its row, map and trace tracks are out, and the
+  // output follows rank order whatever order the threads finish in.
   std::vector<RankRow> rows(schedule->pp);
   std::string map;
   // With times in the model the trace shows simulated time (the plan's
   // buffers, kept for the simulation), else program index.
   const bool simulated_trace = trace.has_value() && HasTimes(*model);
   std::vector<RankBuffers> buffers;
-  for (int rank = 0; rank < schedule->pp; ++rank) {
-    RankMemoryPlan plan;
-    if (absl::Status s = PlanRank(*schedule, *model, rank, *options, rows[rank], plan); !s.ok()) {
-      return Fail(command, absl::Status(s.code(), absl::StrCat(path, ": ", s.message())));
-    }
-    if (rank == map_rank) {
-      map = absl::StrCat(plan.ToString(), MemoryMap(plan, schedule->ranks[rank]));
-    }
-    if (simulated_trace) {
-      buffers.push_back(plan.buffers);
-    } else if (trace.has_value()) {
-      AddPlanToTrace(plan, schedule->ranks[rank], *trace);
+  const int batch = DefaultThreads();
+  for (int first = 0; first < schedule->pp; first += batch) {
+    const int count = std::min(batch, schedule->pp - first);
+    std::vector<RankMemoryPlan> plans(count);
+    std::vector<absl::Status> statuses(count);
+    ParallelFor(count, count, [&](int k) {
+      statuses[k] = PlanRank(*schedule, *model, first + k, *options, rows[first + k], plans[k]);
+    });
+    for (int k = 0; k < count; ++k) {
+      const int rank = first + k;
+      const absl::Status& s = statuses[k];
+      if (!s.ok()) {
+        return Fail(command, absl::Status(s.code(), absl::StrCat(path, ": ", s.message())));
+      }
+      const RankMemoryPlan& plan = plans[k];
+      if (rank == map_rank) {
+        map = absl::StrCat(plan.ToString(), MemoryMap(plan, schedule->ranks[rank]));
+      }
+      if (simulated_trace) {
+        buffers.push_back(plan.buffers);
+      } else if (trace.has_value()) {
+        AddPlanToTrace(plan, schedule->ranks[rank], *trace);
+      }
     }
   }
   if (simulated_trace) {
