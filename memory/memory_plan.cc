@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <utility>
 
@@ -19,6 +20,15 @@ std::vector<LiveInterval> Intervals(const RankBuffers& buffers) {
   out.reserve(buffers.buffers.size());
   for (const Buffer& b : buffers.buffers) out.push_back({b.bytes, b.alloc_index, b.free_index});
   return out;
+}
+
+// peak * (1 + slack) in bytes, saturating: any slack is valid, however large.
+int64_t GoodEnough(int64_t peak, double slack) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const double extra = static_cast<double>(peak) * slack;
+  if (extra >= 0x1p62) return kMax;
+  const auto bytes = static_cast<int64_t>(extra);
+  return bytes > kMax - peak ? kMax : peak + bytes;
 }
 
 // The arena for `buffers`; the search stops at `good_enough` bytes.
@@ -158,9 +168,8 @@ absl::StatusOr<RankMemoryPlan> PlanRankMemory(const Schedule& schedule, const Mo
     plan.peak_buffers = BuffersLiveAt(plan.buffers, plan.peak.index);
   }
   if (options.arena) {
-    const auto slack = static_cast<int64_t>(static_cast<double>(plan.peak.bytes) *
-                                            options.arena_slack);
-    plan.arena = PlaceArena(plan.buffers, options.alignment, plan.peak.bytes + slack);
+    plan.arena = PlaceArena(plan.buffers, options.alignment,
+                            GoodEnough(plan.peak.bytes, options.arena_slack));
   }
   return plan;
 }

@@ -179,6 +179,19 @@ TEST(MemoryPlanTest, ValidatesOptions) {
             "the arena alignment must be a power of two, got 48");
 }
 
+// Any finite slack is valid, however large: the search then keeps the
+// first layout, the start-order sweep's.
+TEST(MemoryPlanTest, AHugeArenaSlackKeepsTheSweepsLayout) {
+  for (double slack : {1e300, 1e18, 1.0}) {
+    PlanOptions options;
+    options.arena_slack = slack;
+    ASSERT_OK_AND_ASSIGN(RankMemoryPlan plan,
+                         PlanRankMemory(TwoRanks(), Sizes(64, 128, 256), 0, options));
+    EXPECT_EQ(plan.arena.algorithm, "greedy-by-start") << slack;
+    EXPECT_GE(plan.arena.arena_bytes, plan.peak.bytes) << slack;
+  }
+}
+
 TEST(MemoryPlanTest, WithoutArenaOnlyLifetimesAndPeaks) {
   PlanOptions options;
   options.arena = false;
