@@ -30,7 +30,7 @@ stage "demo end to end" demo
 stage "AddressSanitizer + UndefinedBehaviorSanitizer build + tests" \
   cmake --workflow --preset asan
 
-stage "ThreadSanitizer build + the tests labelled threads (runtime, transports)" \
+stage "ThreadSanitizer build + the tests labelled threads (runtime, transports, planning)" \
   cmake --workflow --preset tsan
 
 stage "install + find_package(jitpipe) consumer" tools/check-install.sh build/default
