@@ -109,10 +109,7 @@ void BM_ArenaAlgorithm(benchmark::State& state, PlacementOrder order, int refine
   absl::StatusOr<RankMemoryPlan> plan =
       PlanRankMemory(lowered, model, /*rank=*/0, {.arena = false});
   if (!CheckOk(state, plan.status())) return;
-  std::vector<LiveInterval> intervals;
-  for (const Buffer& b : plan->buffers.buffers) {
-    intervals.push_back({b.bytes, b.alloc_index, b.free_index});
-  }
+  const std::vector<LiveInterval> intervals = ArenaIntervals(plan->buffers);
   const std::unique_ptr<ArenaAlgorithm> algorithm = MakeGreedyBestFit(order, refine_rounds);
   ArenaLayout layout;
   for (auto _ : state) {

@@ -15,13 +15,6 @@
 namespace jitpipe {
 namespace {
 
-std::vector<LiveInterval> Intervals(const RankBuffers& buffers) {
-  std::vector<LiveInterval> out;
-  out.reserve(buffers.buffers.size());
-  for (const Buffer& b : buffers.buffers) out.push_back({b.bytes, b.alloc_index, b.free_index});
-  return out;
-}
-
 // peak * (1 + slack) in bytes, saturating: any slack is valid, however large.
 int64_t GoodEnough(int64_t peak, double slack) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
@@ -39,7 +32,7 @@ ArenaLayout PlaceArena(const RankBuffers& buffers, int64_t alignment, int64_t go
   const std::unique_ptr<ArenaAlgorithm> by_duration =
       MakeGreedyBestFit(PlacementOrder::kDecreasingDuration);
   const ArenaAlgorithm* const algorithms[] = {by_start.get(), by_size.get(), by_duration.get()};
-  std::vector<LiveInterval> intervals = Intervals(buffers);
+  std::vector<LiveInterval> intervals = ArenaIntervals(buffers);
   return ChooseBestArena(algorithms, intervals, buffers.num_actions, alignment, good_enough);
 }
 
@@ -91,6 +84,13 @@ std::vector<int> MapRows(int num_actions, int max_rows, int peak_index) {
 }
 
 }  // namespace
+
+std::vector<LiveInterval> ArenaIntervals(const RankBuffers& buffers) {
+  std::vector<LiveInterval> out;
+  out.reserve(buffers.buffers.size());
+  for (const Buffer& b : buffers.buffers) out.push_back({b.bytes, b.alloc_index, b.free_index});
+  return out;
+}
 
 absl::Status ValidatePlanOptions(const PlanOptions& options) {
   if (options.prefetch < 0) {

@@ -82,6 +82,10 @@ struct RankMemoryPlan {
   std::string ToString() const;
 };
 
+// The arena's input: one LiveInterval per buffer of `buffers` (same ids),
+// live over [alloc_index, free_index].
+std::vector<LiveInterval> ArenaIntervals(const RankBuffers& buffers);
+
 // Plans one rank. Errors: those of ValidatePlanOptions and
 // ComputeBufferLifetimes (FailedPrecondition for a compute-only schedule).
 // REQUIRES: 0 <= rank < schedule.pp.

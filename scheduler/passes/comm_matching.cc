@@ -260,21 +260,21 @@ class Matcher {
   std::vector<int32_t> forward_at_, backward_at_;
 };
 
+absl::Status RequireLowered(const Schedule& schedule) {
+  if (schedule.lowered) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      "send/receive matching needs a lowered schedule; this one is compute-only");
+}
+
 }  // namespace
 
 absl::StatusOr<CommPositions> MatchSendRecv(const Schedule& schedule, int grid_rows) {
-  if (!schedule.lowered) {
-    return absl::FailedPreconditionError(
-        "send/receive matching needs a lowered schedule; this one is compute-only");
-  }
+  RETURN_IF_ERROR(RequireLowered(schedule));
   return Matcher(schedule, grid_rows).Run();
 }
 
 absl::StatusOr<CommPositions> MatchSendRecvPerAction(const Schedule& schedule, int grid_rows) {
-  if (!schedule.lowered) {
-    return absl::FailedPreconditionError(
-        "send/receive matching needs a lowered schedule; this one is compute-only");
-  }
+  RETURN_IF_ERROR(RequireLowered(schedule));
   return Matcher(schedule, grid_rows).RunPerAction();
 }
 

@@ -253,6 +253,14 @@ class FastStructureCheck {
   static constexpr uint8_t kF = 1, kI = 2, kB = 4, kW = 8;  // phases_ bits
   static constexpr uint8_t kReduced = 1, kUnsharded = 2;    // stages_ bits
 
+  // One rule: sets `bit` in `state` when every bit of `needs` is set and
+  // none of `forbids`; returns whether it did (false: the action breaks it).
+  static bool Advance(uint8_t& state, uint8_t bit, uint8_t needs, uint8_t forbids) {
+    if ((state & needs) != needs || (state & forbids) != 0) return false;
+    state |= bit;
+    return true;
+  }
+
   bool Accept(int rank, const Action& a) {
     switch (a.kind) {
       case ActionKind::kForward:
@@ -284,18 +292,12 @@ class FastStructureCheck {
     uint8_t& phases = phases_[static_cast<size_t>(part.stage) * mbs_ + part.microbatch];
     switch (part.kind) {
       case ActionKind::kForward:
-        if (phases & kF) return false;
-        phases |= kF;
-        return true;
+        return Advance(phases, kF, /*needs=*/0, /*forbids=*/kF);
       case ActionKind::kBackward:
       case ActionKind::kBackwardInput:
-        if (!(phases & kF) || (phases & (kB | kI))) return false;
-        phases |= part.kind == ActionKind::kBackward ? kB : kI;
-        return true;
+        return Advance(phases, part.kind == ActionKind::kBackward ? kB : kI, kF, kB | kI);
       default:  // kBackwardWeight
-        if ((phases & (kW | kB)) || !(phases & kI)) return false;
-        phases |= kW;
-        return true;
+        return Advance(phases, kW, kI, kW | kB);
     }
   }
 
@@ -303,13 +305,9 @@ class FastStructureCheck {
     uint8_t& state = stages_[a.stage];
     switch (a.kind) {
       case ActionKind::kReduceGrad:
-        if (state & kReduced) return false;
-        state |= kReduced;
-        return true;
+        return Advance(state, kReduced, /*needs=*/0, /*forbids=*/kReduced);
       case ActionKind::kUnshard:
-        if (state & kUnsharded) return false;
-        state |= kUnsharded;
-        return true;
+        return Advance(state, kUnsharded, /*needs=*/0, /*forbids=*/kUnsharded);
       default:  // kReshard
         if (!(state & kUnsharded)) return false;
         state &= ~kUnsharded;

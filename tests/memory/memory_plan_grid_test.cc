@@ -13,6 +13,7 @@
 #include "memory/memory_plan.h"
 #include "scheduler/generators/generate.h"
 #include "scheduler/passes/lower.h"
+#include "tests/testing/skewed_model.h"
 #include "tests/testing/status_matchers.h"
 
 namespace jitpipe {
@@ -40,24 +41,6 @@ Model NonUniformModel(int num_stages) {
   return m;
 }
 
-// Every stage's sizes different from its neighbours' (stash 2, 4, 6, 3 MiB
-// and outputs 1, 2, 3 MiB in turn): the start-order sweep then often misses
-// the peak by a little.
-Model SkewedModel(int num_stages) {
-  constexpr int64_t kStash[] = {2, 4, 6, 3};
-  constexpr int64_t kOutput[] = {1, 2, 3};
-  Model m;
-  for (int stage = 0; stage < num_stages; ++stage) {
-    StageOverride o;
-    o.index = stage;
-    o.spec.stash_bytes = kStash[stage % 4] * kMiB;
-    o.spec.output_bytes = kOutput[stage % 3] * kMiB;
-    o.spec.input_bytes = kOutput[(stage + 2) % 3] * kMiB;  // the predecessor's output
-    m.stages.push_back(o);
-  }
-  return m;
-}
-
 struct Case {
   std::string name;  // "zb-h1 pp4 m8"
   Schedule lowered;
@@ -80,12 +63,6 @@ std::vector<Case> Cases(const GeneratorInfo& generator,
   }
   EXPECT_GE(cases.size(), 6u) << generator.name;
   return cases;
-}
-
-std::vector<LiveInterval> Intervals(const RankBuffers& buffers) {
-  std::vector<LiveInterval> out;
-  for (const Buffer& b : buffers.buffers) out.push_back({b.bytes, b.alloc_index, b.free_index});
-  return out;
 }
 
 // Every buffer is allocated once and freed once, the free not before the alloc.
@@ -156,9 +133,9 @@ TEST_P(MemoryPlanGridTest, Properties) {
       ASSERT_OK_AND_ASSIGN(RankMemoryPlan held, PlanRankMemory(c.lowered, model, rank, eager));
       ExpectOneFreePerAlloc(jit.buffers, where);
       ExpectOneFreePerAlloc(held.buffers, where);
-      EXPECT_OK(VerifyArenaLayout(Intervals(jit.buffers), jit.arena, kDefaultArenaAlignment))
+      EXPECT_OK(VerifyArenaLayout(ArenaIntervals(jit.buffers), jit.arena, kDefaultArenaAlignment))
           << where;
-      EXPECT_OK(VerifyArenaLayout(Intervals(held.buffers), held.arena, kDefaultArenaAlignment))
+      EXPECT_OK(VerifyArenaLayout(ArenaIntervals(held.buffers), held.arena, kDefaultArenaAlignment))
           << where;
       EXPECT_LE(jit.lower_bound.bytes, jit.peak.bytes) << where;
       EXPECT_LE(jit.peak.bytes, held.peak.bytes) << where;
@@ -183,7 +160,7 @@ TEST_P(MemoryPlanGridTest, ArenaSlackEndsTheSearchOnlyWithinTheSlack) {
     exhaustive.arena_slack = 0;
     for (const Case& c : Cases(GetParam())) {
       for (const Model& model :
-           {NonUniformModel(c.lowered.num_stages()), SkewedModel(c.lowered.num_stages())}) {
+           {NonUniformModel(c.lowered.num_stages()), testing::SkewedModel(c.lowered.num_stages())}) {
         for (int rank = 0; rank < c.lowered.pp; ++rank, ++ranks) {
           const std::string where = absl::StrCat(c.name, " rank ", rank, " slack ", slack);
           ASSERT_OK_AND_ASSIGN(RankMemoryPlan fast,

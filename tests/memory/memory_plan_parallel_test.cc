@@ -8,27 +8,11 @@
 #include "memory/memory_plan.h"
 #include "scheduler/generators/generate.h"
 #include "scheduler/passes/lower.h"
+#include "tests/testing/skewed_model.h"
 #include "tests/testing/status_matchers.h"
 
 namespace jitpipe {
 namespace {
-
-constexpr int64_t kMiB = 1 << 20;
-
-// Stage sizes that differ from stage to stage, so that the arena search runs
-// its ordered passes on some ranks and the threads do unequal work.
-Model VaryingModel(int num_stages) {
-  Model m;
-  for (int stage = 0; stage < num_stages; ++stage) {
-    StageOverride o;
-    o.index = stage;
-    o.spec.stash_bytes = (2 + stage % 4) * kMiB;
-    o.spec.output_bytes = (1 + stage % 3) * kMiB;
-    o.spec.input_bytes = (1 + (stage + 2) % 3) * kMiB;
-    m.stages.push_back(o);
-  }
-  return m;
-}
 
 void ExpectSamePlans(const std::vector<RankMemoryPlan>& a, const std::vector<RankMemoryPlan>& b,
                      const std::string& what) {
@@ -50,7 +34,8 @@ TEST(MemoryPlanParallelTest, PlansDoNotDependOnTheThreadCount) {
   for (const char* schedule : {"interleaved-1f1b", "zbv", "dualpipev"}) {
     ASSERT_OK_AND_ASSIGN(Schedule generated, Generate({schedule, 8, 16, 0}));
     ASSERT_OK_AND_ASSIGN(Schedule lowered, Lower(generated));
-    const Model model = VaryingModel(lowered.num_stages());
+    // Stage sizes that differ, so the threads do unequal work.
+    const Model model = testing::SkewedModel(lowered.num_stages());
     ASSERT_OK_AND_ASSIGN(std::vector<RankMemoryPlan> one, PlanMemory(lowered, model, {}, 1));
     for (int threads : {0, 2, 3, 16}) {
       ASSERT_OK_AND_ASSIGN(std::vector<RankMemoryPlan> many,
