@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -98,6 +101,17 @@ class Run {
   absl::StatusOr<ReplayResult> Execute() {
     std::vector<std::thread> threads;
     for (int w = 0; w < world_size_; ++w) threads.emplace_back([this, w] { RankMain(w); });
+    if (std::optional<absl::Status> stuck = AwaitRanks(); stuck.has_value()) {
+      if (options_.on_stuck) {
+        options_.on_stuck(*stuck);
+      } else {
+        std::fprintf(stderr, "jitpipe: %s\n", std::string(stuck->message()).c_str());
+        std::fflush(nullptr);
+        std::_Exit(1);
+      }
+      for (std::thread& t : threads) t.join();
+      return *stuck;
+    }
     for (std::thread& t : threads) t.join();
     absl::MutexLock lock(&mu_);
     if (root_rank_ >= 0) return FailureReport(root_rank_);
@@ -113,6 +127,22 @@ class Run {
                                             plan.arena.arena_bytes, plan.options.alignment);
     }
     return std::make_unique<TrackedBuffers>(exe.buffer_bytes);
+  }
+
+  // Waits until every rank thread has ended, or the run has failed and
+  // stuck_grace has passed since; then returns the failure report naming
+  // the ranks still running (nullopt when every thread ended).
+  std::optional<absl::Status> AwaitRanks() {
+    absl::MutexLock lock(&mu_);
+    auto ended_or_failed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return ended_ == world_size_ || root_rank_ >= 0;
+    };
+    mu_.Await(absl::Condition(&ended_or_failed));
+    auto all_ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ended_ == world_size_; };
+    if (mu_.AwaitWithTimeout(absl::Condition(&all_ended), options_.stuck_grace)) {
+      return std::nullopt;
+    }
+    return FailureReport(root_rank_);
   }
 
   // The body of world rank w's thread. Members are declared so that the
@@ -138,8 +168,13 @@ class Run {
     // Every step's record is allocated before the first step, so memory
     // stays flat while the steps run (tests/stages/soak_test.cc).
     out.steps.resize(options_.steps);
+    // "rank 1, before step 0: timed out ...", as the MPI backend says it.
+    auto at_barrier = [w](const absl::Status& s, absl::string_view where) {
+      if (s.code() != absl::StatusCode::kDeadlineExceeded) return s;
+      return absl::Status(s.code(), absl::StrCat("rank ", w, ", ", where, ": ", s.message()));
+    };
     for (int step = 0; out.status.ok() && step < options_.steps; ++step) {
-      out.status = barrier_.Wait(options_.timeout);
+      out.status = at_barrier(barrier_.Wait(options_.timeout), absl::StrCat("before step ", step));
       if (out.status.code() == absl::StatusCode::kAborted) break;  // another rank failed
       if (!out.status.ok()) break;
       absl::StatusOr<StepResult> result = executor->RunStep();
@@ -150,9 +185,17 @@ class Run {
       out.steps[step] = *std::move(result);
       if (w == 0 && options_.on_step) options_.on_step(step + 1);
     }
+    // The end of the last step: a rank that finished waits for the others,
+    // bounded by the timeout like every other wait.
+    if (out.status.ok()) {
+      out.status = at_barrier(barrier_.Wait(options_.timeout), "after the last step");
+    }
     if (!out.status.ok()) Fail(w, out.status, transport);
     out.peak_bytes = buffers->peak_bytes();
     out.heap_allocations = buffers->heap_allocations();
+    absl::MutexLock lock(&mu_);
+    ended_rank_[w] = true;
+    ++ended_;
   }
 
   absl::Status MakeStages(int rank, int replica, std::vector<std::unique_ptr<Stage>>& owned,
@@ -192,9 +235,13 @@ class Run {
 
   absl::Status FailureReport(int root_rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const absl::Status& root = outcomes_[root_rank].status;
-    std::vector<int> aborted, timed_out, failed;
+    std::vector<int> aborted, timed_out, failed, stuck;
     for (int w = 0; w < world_size_; ++w) {
       if (w == root_rank) continue;
+      if (!ended_rank_[w]) {
+        stuck.push_back(w);
+        continue;
+      }
       switch (outcomes_[w].status.code()) {
         case absl::StatusCode::kAborted: aborted.push_back(w); break;
         case absl::StatusCode::kDeadlineExceeded: timed_out.push_back(w); break;
@@ -210,6 +257,12 @@ class Run {
     if (!others.empty()) absl::StrAppend(&message, "; other ranks: ", absl::StrJoin(others, ", "));
     if (root.code() == absl::StatusCode::kDeadlineExceeded) {
       absl::StrAppend(&message, "; ", FlightDiagnosis());
+    }
+    if (!stuck.empty()) {
+      absl::StrAppend(&message, "; ", stuck.size() == 1 ? "rank " : "ranks ",
+                      absl::StrJoin(stuck, ", "), " still running ",
+                      absl::FormatDuration(options_.stuck_grace),
+                      " after the failure (a stage call that does not return)");
     }
     return absl::Status(root.code(), message);
   }
@@ -283,6 +336,10 @@ class Run {
   absl::Mutex factory_mu_;
   absl::Mutex mu_;
   int root_rank_ ABSL_GUARDED_BY(mu_) = -1;
+  // Rank threads that have ended; outcomes_[w] is read only once slot w is
+  // set (a stuck thread may still write its own).
+  std::vector<bool> ended_rank_ ABSL_GUARDED_BY(mu_) = std::vector<bool>(world_size_, false);
+  int ended_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> snapshots_ ABSL_GUARDED_BY(mu_);  // flight records at the root failure
   absl::Status dump_status_ ABSL_GUARDED_BY(mu_);
 };

@@ -25,6 +25,9 @@
 //   rank 1, index 3 (1F1): timed out after 2s waiting for receive 1RECV_F1
 //   from rank 0 (index 2); other ranks: aborted (0); flight analysis: rank 1
 //   waits at index 2 (1RECV_F1) for rank 0; ...
+// A barrier also ends the last step, so a rank that finished waits at most
+// the timeout for the others too. A stage call that never returns is
+// bounded only by the others' timeouts: see InProcessOptions::on_stuck.
 //
 // Memory: with the in-process backend's eager protocol a send completes when
 // it is posted, so each rank's measured peak equals its plan's peak exactly
@@ -65,6 +68,18 @@ struct InProcessOptions {
   // Called by world rank 0's thread after each of its steps, with the
   // number of steps it has finished.
   std::function<void(int)> on_step;
+  // A rank thread still running `stuck_grace` after the run failed is in a
+  // call that does not return (a stage stuck in a kernel or a loop). No
+  // thread can be stopped from outside, and the run cannot return while
+  // that thread still uses the run's arguments, so, like PyTorch's NCCL
+  // watchdog, it ends the process: it calls on_stuck from the calling
+  // thread with the failure report, which names the stuck ranks (the flight
+  // records are written by then). Empty: the report goes to stderr and the
+  // process exits with status 1 (std::_Exit, so that no destructor runs
+  // under the stuck thread). If on_stuck returns, the run waits for the
+  // threads after all and returns the same report.
+  absl::Duration stuck_grace = absl::Seconds(2);
+  std::function<void(const absl::Status&)> on_stuck;
 };
 
 struct RankReplay {

@@ -94,7 +94,8 @@ std::string EncodeRankFailure(const MpiRankFailure& failure) {
               {"message", std::string(failure.status.message())},
               {"failed_at_us", failure.failed_at_us},
               {"record", failure.record},
-              {"dump_error", failure.dump_error}}
+              {"dump_error", failure.dump_error},
+              {"stuck", failure.stuck}}
       .dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
@@ -107,6 +108,7 @@ absl::StatusOr<MpiRankFailure> DecodeRankFailure(absl::string_view text) {
     failure.failed_at_us = j.at("failed_at_us").get<double>();
     failure.record = j.at("record").get<std::string>();
     failure.dump_error = j.at("dump_error").get<std::string>();
+    failure.stuck = j.at("stuck").get<bool>();
     return failure;
   });
 }
@@ -116,8 +118,8 @@ int RootFailure(const MpiFailures& failures) {
   auto earlier = [&](int w) {
     const MpiRankFailure& a = *failures[w];
     const MpiRankFailure& b = *failures[root];
-    const bool a_cause = a.status.code() != absl::StatusCode::kAborted;
-    const bool b_cause = b.status.code() != absl::StatusCode::kAborted;
+    const bool a_cause = a.status.code() != absl::StatusCode::kAborted && !a.stuck;
+    const bool b_cause = b.status.code() != absl::StatusCode::kAborted && !b.stuck;
     return a_cause != b_cause ? a_cause : a.failed_at_us < b.failed_at_us;
   };
   for (int w = 1; w < static_cast<int>(failures.size()); ++w) {
@@ -127,11 +129,15 @@ int RootFailure(const MpiFailures& failures) {
 }
 
 std::string HowOthersStopped(const MpiFailures& failures, int root) {
-  std::vector<int> aborted, timed_out, failed, silent;
+  std::vector<int> aborted, timed_out, failed, stuck, silent;
   for (int w = 0; w < static_cast<int>(failures.size()); ++w) {
     if (w == root) continue;
     if (!failures[w].has_value()) {
       silent.push_back(w);
+      continue;
+    }
+    if (failures[w]->stuck) {
+      stuck.push_back(w);
       continue;
     }
     const absl::StatusCode code = failures[w]->status.code();
@@ -150,6 +156,7 @@ std::string HowOthersStopped(const MpiFailures& failures, int root) {
   add("aborted", aborted);
   add("timed out", timed_out);
   add("failed", failed);
+  add("stuck in a stage call", stuck);
   add("no report, died or did not answer", silent);
   return absl::StrJoin(parts, ", ");
 }

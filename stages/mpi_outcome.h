@@ -32,6 +32,9 @@ struct MpiRankFailure {
   double failed_at_us = 0;  // since the run's time zero
   std::string record;       // its flight record (FlightRecorder::ToJson)
   std::string dump_error;   // why the record was not dumped; "" otherwise
+  // Sent by the rank's watchdog: the rank was still in a stage call
+  // stuck_grace after the job was aborted (status says so). Never the root.
+  bool stuck = false;
 };
 
 std::string EncodeRankOutcome(const MpiRankOutcome& outcome);

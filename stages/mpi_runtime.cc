@@ -1,17 +1,23 @@
 #include "stages/mpi_runtime.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/atomic_file.h"
 #include "base/status_macros.h"
 #include "comm/flight_analysis.h"
@@ -89,7 +95,15 @@ class MpiRun {
 
   absl::StatusOr<ReplayResult> Execute() {
     MpiRankOutcome outcome;
+    std::thread watchdog([this] { WatchForAStuckStage(); });
     absl::Status status = RunRank(outcome);
+    const bool settled = Settle();
+    watchdog.join();
+    if (!settled) {
+      // The watchdog reported this rank stuck and ends the process; the
+      // stage call returned meanwhile, too late to take part.
+      for (;;) absl::SleepFor(absl::Seconds(1));
+    }
     absl::StatusOr<std::vector<std::string>> parts;
     if (status.ok()) {
       parts = context_.Gather(EncodeRankOutcome(outcome), options_.timeout);
@@ -108,8 +122,60 @@ class MpiRun {
 
  private:
   double NowUs() const {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - origin_)
+    const std::chrono::steady_clock::time_point origin(
+        std::chrono::steady_clock::duration(origin_ticks_.load()));
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - origin)
         .count();
+  }
+
+  // The main thread, once RunRank has returned: true when the run goes on
+  // here, false when the watchdog has taken over the failure path.
+  bool Settle() {
+    int running = kRunning;
+    return state_.compare_exchange_strong(running, kSettled);
+  }
+
+  // The watchdog thread. Every wait of the main thread is bounded by the
+  // timeout, but a stage call is not: a rank stuck in one never reaches the
+  // failure path, so its flight record and report would be missing and the
+  // others would wait for it. Once the job has been aborted for
+  // stuck_grace while RunRank is still running, the watchdog does the
+  // failure path for it (dump, report to rank 0, marked stuck) and ends the
+  // process: rank 0 ends the job with MPI_Abort after its report, and a
+  // process that outlives that exits here with status 1.
+  void WatchForAStuckStage() {
+    std::optional<absl::Time> aborted_at;
+    while (state_.load() == kRunning) {
+      if (!aborted_at.has_value() && context_.aborted()) aborted_at = absl::Now();
+      if (aborted_at.has_value() && absl::Now() - *aborted_at >= options_.stuck_grace) {
+        int running = kRunning;
+        if (!state_.compare_exchange_strong(running, kWatchdog)) return;
+        ReportStuck();
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
+
+  // How long reports are collected after a failure: the others' waits end
+  // within the timeout, a stuck rank's watchdog reports stuck_grace after
+  // the abort.
+  absl::Duration CollectGrace() const { return options_.timeout + options_.stuck_grace; }
+
+  [[noreturn]] void ReportStuck() {
+    const absl::Status status = absl::DeadlineExceededError(absl::StrCat(
+        "rank ", world_rank_, ": still in a stage call ", absl::FormatDuration(options_.stuck_grace),
+        " after the job was aborted"));
+    absl::Status dumped;
+    if (!options_.flight_dir.empty()) {
+      dumped = recorder_.Dump(options_.flight_dir, status.message());
+    }
+    MpiRankFailure mine{world_rank_, status, NowUs(), recorder_.ToJson(status.message()),
+                        std::string(dumped.message()), /*stuck=*/true};
+    context_.CollectAfterFailure(EncodeRankFailure(mine), CollectGrace());
+    // Rank 0's MPI_Abort ends this process; if it does not come, exit.
+    absl::SleepFor(options_.timeout);
+    std::fflush(nullptr);
+    std::_Exit(1);
   }
 
   absl::Status InContext(const absl::Status& status, absl::string_view doing) const {
@@ -156,6 +222,7 @@ class MpiRun {
       if (!arrived.ok()) return InContext(arrived, absl::StrCat("before step ", step));
       if (step == 0) {
         origin_ = std::chrono::steady_clock::now();
+        origin_ticks_ = origin_.time_since_epoch().count();
         RankExecutorOptions eo{replica_,         options_.dp, options_.reduce,
                                options_.timeout, origin_,     options_.record_timeline};
         ASSIGN_OR_RETURN(executor_, RankExecutor::Create(schedule_, executable_, rank_, &transport_,
@@ -181,7 +248,7 @@ class MpiRun {
     MpiRankFailure mine{world_rank_, status, failed_at_us, recorder_.ToJson(status.message()),
                         std::string(dumped.message())};
     std::vector<std::optional<std::string>> payloads =
-        context_.CollectAfterFailure(EncodeRankFailure(mine), options_.timeout);
+        context_.CollectAfterFailure(EncodeRankFailure(mine), CollectGrace());
     if (world_rank_ != 0) return status;
     MpiFailures failures(payloads.size());
     for (size_t w = 0; w < payloads.size(); ++w) {
@@ -190,6 +257,11 @@ class MpiRun {
       if (decoded.ok()) failures[w] = *std::move(decoded);
     }
     failures[0] = mine;
+    // A stuck process never reaches MPI_Finalize, which the others' would
+    // wait for: the job ends with MPI_Abort once this report is out.
+    for (const std::optional<MpiRankFailure>& failure : failures) {
+      if (failure.has_value() && failure->stuck) context_.EndWithAbort();
+    }
     return FailureReport(failures);
   }
 
@@ -291,10 +363,16 @@ class MpiRun {
   StageFactory& factory_;
   MpiContext& context_;
   const InProcessOptions& options_;
+  // Who runs the failure path: the main thread (settled), or the watchdog
+  // for a main thread stuck in a stage call.
+  static constexpr int kRunning = 0, kSettled = 1, kWatchdog = 2;
+  std::atomic<int> state_{kRunning};
   const int world_rank_;
   const int rank_;  // pipeline rank
   const int replica_;
   std::chrono::steady_clock::time_point origin_ = std::chrono::steady_clock::now();
+  // origin_ for NowUs(), which the watchdog thread calls too.
+  std::atomic<std::chrono::steady_clock::rep> origin_ticks_{origin_.time_since_epoch().count()};
 
   // Declared so that the executor (and its reduction thread) goes first,
   // before the transport, the recorder, the buffers and the stages it uses.

@@ -23,16 +23,17 @@
 // own part: their RankReplay, step losses and times, and timeline.
 //
 // Failure: a process whose rank fails -- a Stage error, a timeout, another
-// process's abort, SIGTERM from mpirun -- aborts the job (every other
-// process fails at its next transport call), writes its flight record to
-// options.flight_dir/rank_<w>.json when set, and hands its status and
-// record to world rank 0 (MpiContext::CollectAfterFailure; grace: the
-// timeout). Rank 0 writes the records it received into its flight_dir (on
-// many hosts it then holds them all) and returns the root failure as
-// RunInProcess does: the earliest failure that is not an abort, then how the
-// other ranks stopped -- "aborted (0, 1)", "timed out (2)", "failed (4)",
-// "no report, died or did not answer (3)" -- and, for a
-// timeout, the first line of the flight analysis of the records:
+// process's abort, SIGTERM from mpirun -- aborts the job (every other process
+// fails at its next transport call), writes its flight record to
+// options.flight_dir/rank_<w>.json when set, and hands its status and record
+// to world rank 0 (MpiContext::CollectAfterFailure; grace: the timeout plus
+// options.stuck_grace). Rank 0 writes the records it received into its
+// flight_dir (on many hosts it then holds them all) and returns the root
+// failure as RunInProcess does: the earliest failure that is not an abort,
+// then how the other ranks stopped -- "aborted (0, 1)", "timed out (2)",
+// "failed (4)", "stuck in a stage call (5)", "no report, died or did not
+// answer (3)" -- and, for a timeout, the first line of the flight analysis of
+// the records:
 //   rank 2, index 5 (2RECV_F1): timed out after 2s waiting for receive
 //   2RECV_F1 from rank 1 (index 5); other ranks: aborted (0, 1, 3); flight
 //   analysis (records in DIR): rank 2 waits at index 5 (2RECV_F1) for ...
@@ -40,8 +41,17 @@
 // buffers go to MpiContext::RetainUntilEnd (MPI cannot cancel a gradient
 // reduction in flight), and the process is expected to end.
 //
+// A stage call that never returns (a hung kernel): each process has a
+// watchdog thread. Once the job has been aborted for options.stuck_grace
+// and this process's rank is still running, the watchdog writes its flight
+// record and hands rank 0 a report marked stuck ("stuck in a stage call
+// (1)" among the other ranks), so the analysis sees where it stands; rank 0
+// then ends the job with MPI_Abort after its report (the stuck process
+// never reaches MPI_Finalize), and the stuck process exits 1 if that abort
+// does not come within the timeout. options.on_stuck is not used here.
+//
 // Thread safety: one call per process; the executor owns its reduction
-// thread.
+// thread, the run its watchdog thread.
 #ifndef JITPIPE_STAGES_MPI_RUNTIME_H_
 #define JITPIPE_STAGES_MPI_RUNTIME_H_
 

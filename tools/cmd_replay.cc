@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -149,8 +150,11 @@ class ProgressBar {
                  std::string(width - filled, ' ').c_str(), done, steps_);
     drawn_ = true;
   }
-  ~ProgressBar() {
+  ~ProgressBar() { Clear(); }
+  // Erases the bar (before a message on stderr).
+  void Clear() {
     if (drawn_) std::fputs("\r\033[K", stderr);
+    drawn_ = false;
   }
 
  private:
@@ -314,6 +318,15 @@ int RunReplay(const Command& command, const Invocation& invocation) {
 
   ProgressBar bar(f.steps);
   f.run.on_step = [&bar](int done) { bar.Update(done); };
+  // A rank stuck in a stage call holds its thread forever: the report is
+  // printed and the process ends here, without the destructors that would
+  // wait for that thread.
+  f.run.on_stuck = [&](const absl::Status& report) {
+    bar.Clear();
+    Fail(command, in_file(report));
+    std::fflush(nullptr);
+    std::_Exit(kExitFailure);
+  };
   absl::StatusOr<ReplayResult> result;
 #if JITPIPE_HAVE_MPI
   // --backend mpi: this process is one world rank of `mpirun -np pp*dp`

@@ -27,7 +27,7 @@ printf '\n\033[1m$ %s\033[0m\n' "$jp show $out/schedule.json | head -12"
 step "$jp" lower "$out/schedule.json" --reduce-grad -o "$out/lowered.json"
 
 # 3. Memory: just-in-time buffers against PyTorch's eager ones, with the arena.
-step "$jp" plan "$out/lowered.json" --model "$model"
+step "$jp" plan "$out/lowered.json" --model "$model" --trace "$out/planned.trace.json"
 
 # 4. Time: a simulated step under the model, as a Chrome trace.
 step "$jp" simulate "$out/lowered.json" --model "$model" --trace "$out/simulated.trace.json"
@@ -42,5 +42,5 @@ step "$jp" replay "$out/schedule.json" --backend inproc --stage mlp --dp 2 --ste
     --trace "$out/replay.trace.json"
 
 echo
-echo "demo: wrote $out/ (schedule.json, lowered.json, simulated.trace.json, schedule.svg,"
-echo "      replay.trace.json); open the traces in https://ui.perfetto.dev or chrome://tracing"
+echo "demo: wrote $out/ (schedule.json, lowered.json, planned.trace.json,"
+echo "      simulated.trace.json, schedule.svg, replay.trace.json); open the traces in https://ui.perfetto.dev or chrome://tracing"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the release build with warnings as errors, the
-# demo end to end, the ASan+UBSan build, the TSan build of the threaded
-# suites, an install consumed by a separate CMake project, and every
-# libFuzzer target for 60 s.
+# demo end to end, its traces in the DevTools trace engine, the ASan+UBSan
+# build, the TSan build of the threaded suites, an install consumed by a
+# separate CMake project, and every libFuzzer target for 60 s.
 # Usage: tools/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,12 +20,21 @@ stage "dependencies (Debian packages)" tools/install-deps.sh
 
 stage "release build + tests (warnings are errors)" cmake --workflow --preset default
 
-# The traces the CLI writes are checked by the project's own rule checker in
-# the suites (traces/trace_checker.h). tools/check-trace-engine.sh loads one in
-# the DevTools engine too, but that needs an npm package from the npm
-# registry, and CI installs nothing from outside Debian's apt sources.
 demo() { tools/demo.sh build/ci-demo >/dev/null; }
 stage "demo end to end" demo
+
+# The traces the CLI writes are checked by the project's own rule checker in
+# the suites (traces/trace_checker.h); here the demo's planned, simulated and
+# replayed traces are loaded by the Chrome DevTools trace engine itself (the
+# npm package pinned by tools/trace_engine/package-lock.json): each must parse
+# with send -> receive flows and memory counters.
+trace_engine() {
+  (cd tools/trace_engine && npm ci --no-audit --no-fund --loglevel=error)
+  for trace in planned simulated replay; do
+    tools/check-trace-engine.sh --flows --counters "build/ci-demo/$trace.trace.json"
+  done
+}
+stage "DevTools trace engine on the demo's traces" trace_engine
 
 stage "AddressSanitizer + UndefinedBehaviorSanitizer build + tests" \
   cmake --workflow --preset asan

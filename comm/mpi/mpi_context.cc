@@ -76,6 +76,8 @@ class Context final : public MpiContext {
                                                   absl::Duration timeout) override;
   std::vector<std::optional<std::string>> CollectAfterFailure(absl::string_view payload,
                                                               absl::Duration grace) override;
+  bool aborted() override { return world_->aborted(); }
+  void EndWithAbort() override { end_with_abort_ = true; }
 
  private:
   void WatchSigterm();
@@ -107,6 +109,7 @@ class Context final : public MpiContext {
   // CollectAfterFailure: called, and this process's part completed.
   std::atomic<bool> collected_{false};
   std::atomic<bool> collected_all_{false};
+  std::atomic<bool> end_with_abort_{false};
 };
 
 void Context::WatchSigterm() {
@@ -124,7 +127,8 @@ Context::~Context() {
     pthread_kill(watcher_.native_handle(), SIGTERM);
     watcher_.join();
   }
-  const bool clean = collected_ ? collected_all_.load() : !world_->aborted();
+  const bool clean =
+      !end_with_abort_ && (collected_ ? collected_all_.load() : !world_->aborted());
   world_->Shutdown();
   // The transport, the world and what callers retained are destroyed after
   // MPI has ended: until then MPI may still write into their buffers.

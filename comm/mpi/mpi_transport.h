@@ -152,6 +152,14 @@ class MpiContext {
   // most 0.5 s: mpirun sends SIGKILL a second later. Call it at most once.
   virtual std::vector<std::optional<std::string>> CollectAfterFailure(absl::string_view payload,
                                                                       absl::Duration grace) = 0;
+
+  // Whether this process's part of the job is aborted: by a failure here, a
+  // notice from another process, or SIGTERM (polls for notices). Any thread.
+  virtual bool aborted() = 0;
+  // Makes the destructor end the job with MPI_Abort whatever was collected:
+  // for a job with a process that cannot reach MPI_Finalize (a rank stuck
+  // in a stage call), which the others' MPI_Finalize would wait for.
+  virtual void EndWithAbort() = 0;
 };
 
 // Starts MPI (MPI_Init_thread asking for MPI_THREAD_SERIALIZED) and sets up

@@ -212,6 +212,34 @@ TEST(MpiStallJobTest, EveryProcessDumpsAndFrAnalyzeNamesTheMissingSend) {
   EXPECT_THAT(analysis.out, HasSubstr(" (1RECV_B3) for rank 2; rank 2's last op was "));
 }
 
+// Stage 1's forward takes ten minutes (a kernel that never returns, as far
+// as the job can tell). Ranks 2 and 3 time out after 1 s; rank 1's watchdog
+// finds the job aborted while rank 1 is still in its stage, writes rank 1's
+// flight record and reports it stuck, so the analysis names rank 1 at 1F0;
+// rank 0 ends the job with MPI_Abort. The whole job ends long before the
+// ten minutes (RunJob's limit is 60 s).
+TEST(MpiStuckStageJobTest, TheJobEndsAndTheAnalysisNamesTheStuckRank) {
+  const std::string dir = MakeTempDir("mpi_stuck");
+  const std::string model = dir + "/model.json";
+  testing::WriteTextFile(
+      model,
+      R"({"format": "jitpipe.model", "version": 1,
+          "defaults": {"forward_us": 10, "backward_input_us": 10, "backward_weight_us": 10,
+                       "input_bytes": 64, "output_bytes": 64},
+          "stages": [{"index": 1, "forward_us": 600000000}]})");
+  const std::string file = Generate("1f1b", 4, 4);
+  const std::string flight = dir + "/flight";
+  JobResult r = RunJob(4, {JITPIPE_CLI, "replay", file, "--backend", "mpi", "--stage", "cost",
+                           "--model", model, "--timeout", "1", "--flight-dir", flight});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("stuck in a stage call (1)"));
+  EXPECT_THAT(r.err, HasSubstr("rank 1's last op was index 0 (1RECV_F0), and it is at index 1 "
+                               "(1F0)"));
+  for (int w = 0; w < 4; ++w) {
+    EXPECT_FALSE(ReadAll(absl::StrCat(flight, "/rank_", w, ".json")).empty()) << w;
+  }
+}
+
 // mpi_runtime_test.cc's MpiKillTest: world rank 2 dies of SIGKILL mid-run.
 // mpirun says so and terminates the others (SIGTERM); each of them fails
 // at once with a clear error (no hang: timeout never fires), and rank 0's

@@ -67,6 +67,10 @@ TEST(MpiOutcomeTest, AFailureRoundTrips) {
   EXPECT_EQ(back.failed_at_us, 1234.5);
   EXPECT_EQ(back.record, failure.record);
   EXPECT_EQ(back.dump_error, "disk full");
+  EXPECT_FALSE(back.stuck);
+  failure.stuck = true;
+  ASSERT_OK_AND_ASSIGN(MpiRankFailure stuck, DecodeRankFailure(EncodeRankFailure(failure)));
+  EXPECT_TRUE(stuck.stuck);
 }
 
 TEST(MpiOutcomeTest, MalformedTextIsInvalidArgument) {
@@ -99,6 +103,18 @@ TEST(MpiOutcomeTest, TheRootIsTheEarliestFailureThatIsNotAnAbort) {
             "aborted (0, 3), timed out (1), no report, died or did not answer (4)");
   failures[4] = Failure(4, absl::InvalidArgumentError("stage 4 exploded"), 40);
   EXPECT_EQ(HowOthersStopped(failures, 2), "aborted (0, 3), timed out (1), failed (4)");
+}
+
+// Rank 1's watchdog reported it stuck in a stage call (a timeout-coded
+// report, sent after everyone else's): never the root, listed apart.
+TEST(MpiOutcomeTest, AStuckRankIsNeverTheRootAndIsNamedApart) {
+  MpiFailures failures(3);
+  failures[0] = Failure(0, absl::AbortedError("rank 2 failed"), 10);
+  failures[1] = Failure(1, absl::DeadlineExceededError("rank 1: still in a stage call"), 1);
+  failures[1]->stuck = true;
+  failures[2] = Failure(2, absl::DeadlineExceededError("rank 2 timed out"), 5);
+  EXPECT_EQ(RootFailure(failures), 2);
+  EXPECT_EQ(HowOthersStopped(failures, 2), "aborted (0), stuck in a stage call (1)");
 }
 
 TEST(MpiOutcomeTest, WithOnlyAbortsTheEarliestIsTheRoot) {

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "comm/flight_analysis.h"
 
 #include "gmock/gmock.h"
@@ -28,7 +29,9 @@ namespace {
 using ::jitpipe::testing::MakeTempDir;
 using ::jitpipe::testing::Message;
 using ::jitpipe::testing::TestdataPath;
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 constexpr double kTolerance = 1e-5;
 
@@ -228,6 +231,134 @@ TEST(InProcessRuntimeTest, AMissingSendTimesOutWithFlightRecordsThatNameIt) {
   EXPECT_FALSE(analysis.ok());
   EXPECT_THAT(analysis.first, HasSubstr("rank 1 waits at index 2 (1RECV_F1) for rank 0"));
   EXPECT_THAT(Message(result), HasSubstr("rank 1 waits at index 2 (1RECV_F1) for rank 0"));
+}
+
+// Wraps the mlp factory: one stage blocks until Release() (a kernel that
+// never returns, for as long as the test wants), in its forward of
+// microbatch 0 or in FinishStep at the end of the step.
+class StuckFactory final : public StageFactory {
+ public:
+  enum class Where { kForward, kFinishStep };
+  StuckFactory(StageFactory* inner, int stage, Where where)
+      : inner_(inner), stage_(stage), where_(where) {}
+  absl::StatusOr<std::unique_ptr<Stage>> Make(int stage, int replica) override {
+    absl::StatusOr<std::unique_ptr<Stage>> made = inner_->Make(stage, replica);
+    if (!made.ok() || stage != stage_) return made;
+    return std::unique_ptr<Stage>(new Stuck(*std::move(made), where_, &release_));
+  }
+  void Release() { release_.Notify(); }
+
+ private:
+  class Stuck final : public Stage {
+   public:
+    Stuck(std::unique_ptr<Stage> inner, Where where, absl::Notification* release)
+        : inner_(std::move(inner)), where_(where), release_(release) {}
+    StageSizes Sizes() const override { return inner_->Sizes(); }
+    absl::Status LoadInput(int m, MutableBytes in) override { return inner_->LoadInput(m, in); }
+    absl::Status Forward(int m, ConstBytes in, MutableBytes out, MutableBytes stash) override {
+      if (where_ == Where::kForward && m == 0) release_->WaitForNotification();
+      return inner_->Forward(m, in, out, stash);
+    }
+    absl::Status BackwardInput(int m, ConstBytes g, MutableBytes stash,
+                               MutableBytes gin) override {
+      return inner_->BackwardInput(m, g, stash, gin);
+    }
+    absl::Status BackwardWeight(int m, ConstBytes in, ConstBytes g, ConstBytes stash,
+                                MutableBytes pg) override {
+      return inner_->BackwardWeight(m, in, g, stash, pg);
+    }
+    double Loss(int m) const override { return inner_->Loss(m); }
+    absl::Status FinishStep(ConstBytes param_grad) override {
+      if (where_ == Where::kFinishStep) release_->WaitForNotification();
+      return inner_->FinishStep(param_grad);
+    }
+
+   private:
+    std::unique_ptr<Stage> inner_;
+    const Where where_;
+    absl::Notification* const release_;
+  };
+
+  StageFactory* const inner_;
+  const int stage_;
+  const Where where_;
+  absl::Notification release_;
+};
+
+// Runs `r` with `factory` and an on_stuck that records each report and
+// releases the stuck stage (the CLI ends the process there instead), so
+// that the run joins its threads and returns.
+struct StuckRun {
+  absl::StatusOr<ReplayResult> result;
+  std::vector<std::string> reports;
+};
+StuckRun RunUntilStuck(const MlpReplay& r, StuckFactory& factory, InProcessOptions options) {
+  StuckRun run;
+  options.on_stuck = [&](const absl::Status& report) {
+    run.reports.push_back(std::string(report.message()));
+    factory.Release();
+  };
+  run.result = RunInProcess(r.plan.schedule, r.plan.executable, r.plan.plans, factory, options);
+  return run;
+}
+
+// Rank 1's forward never returns: rank 0 times out waiting for its
+// gradient and dumps every flight record, and once the grace has passed
+// with rank 1 still inside the stage, on_stuck gets the report naming it;
+// the run returns the same report.
+TEST(InProcessRuntimeTest, ARankStuckInAStageCallIsReportedAfterTheGrace) {
+  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("1f1b", 2, 2, 1));
+  StuckFactory factory(r.factory.get(), /*stage=*/1, StuckFactory::Where::kForward);
+  const std::string dir = MakeTempDir("stuck_stage");
+  InProcessOptions options;
+  options.timeout = absl::Milliseconds(500);
+  options.stuck_grace = absl::Milliseconds(200);
+  options.flight_dir = dir;
+  StuckRun run = RunUntilStuck(r, factory, options);
+  ASSERT_EQ(run.reports.size(), 1u);
+  EXPECT_EQ(Message(run.result), run.reports[0]);
+  EXPECT_EQ(run.result.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(run.reports[0], StartsWith("rank 0, index "));
+  EXPECT_THAT(run.reports[0], HasSubstr("timed out after 500ms waiting for receive 0RECV_B0"));
+  EXPECT_THAT(run.reports[0], HasSubstr("flight analysis (records in " + dir + "): "));
+  EXPECT_THAT(run.reports[0], EndsWith("; rank 1 still running 200ms after the failure (a stage "
+                                       "call that does not return)"));
+  ASSERT_OK_AND_ASSIGN(std::vector<FlightRecord> records, LoadFlightRecords(dir));
+  EXPECT_EQ(records.size(), 2u);
+}
+
+// Rank 0 never returns from FinishStep at the end of the last step, when
+// nothing waits for it any more: rank 1, done, waits at the closing
+// barrier, bounded by the timeout like every wait, so the run fails there
+// and reports rank 0 stuck (without that barrier the run would wait for
+// rank 0 without limit).
+TEST(InProcessRuntimeTest, TheLastStepEndsAtABarrierBoundedByTheTimeout) {
+  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("1f1b", 2, 2, 1));
+  StuckFactory factory(r.factory.get(), /*stage=*/0, StuckFactory::Where::kFinishStep);
+  InProcessOptions options;
+  options.timeout = absl::Milliseconds(300);
+  options.stuck_grace = absl::Milliseconds(100);
+  StuckRun run = RunUntilStuck(r, factory, options);
+  ASSERT_EQ(run.reports.size(), 1u);
+  EXPECT_EQ(run.result.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(Message(run.result),
+              StartsWith("rank 1, after the last step: timed out after 300ms waiting at the "
+                         "step barrier for the other ranks; "));
+  EXPECT_THAT(Message(run.result), EndsWith("; rank 0 still running 100ms after the failure (a "
+                                            "stage call that does not return)"));
+}
+
+// Without a stuck rank on_stuck is never called, even with a grace of 0.
+TEST(InProcessRuntimeTest, OnStuckIsNotCalledWhenEveryRankEnds) {
+  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("1f1b", 2, 4, 1));
+  InProcessOptions options;
+  options.steps = 2;
+  options.stuck_grace = absl::ZeroDuration();
+  int calls = 0;
+  options.on_stuck = [&calls](const absl::Status&) { ++calls; };
+  ASSERT_OK(RunInProcess(r.plan.schedule, r.plan.executable, r.plan.plans, *r.factory, options)
+                .status());
+  EXPECT_EQ(calls, 0);
 }
 
 // Reduce-scatter: each replica holds its shard of the summed gradients.

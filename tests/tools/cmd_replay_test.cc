@@ -168,5 +168,30 @@ TEST(CmdReplayTest, TimeoutWritesFlightRecordsThatFrAnalyzeReads) {
                           "0's last op was none, and it is at index 0 (0F0)\n");
 }
 
+// Rank 0's forward takes ten minutes (a kernel that never returns, as far
+// as the run can tell): rank 1 times out after 0.5 s, every flight record
+// is written, and the process exits 1 once rank 0 is still inside its stage
+// 2 s later, instead of after the ten minutes (RunCli gives up after 60 s).
+TEST(CmdReplayTest, AStuckStageCallEndsTheProcessAfterTheTimeout) {
+  const std::string dir = MakeTempDir("replay_stuck");
+  WriteTextFile(dir + "/stuck.json",
+                R"({"format": "jitpipe.model", "version": 1,
+                    "defaults": {"forward_us": 600000000, "input_bytes": 64, "output_bytes": 64}})");
+  WriteTextFile(dir + "/g.csv", "0F0,0B0\n1F0,1B0\n");
+  const std::string flight = dir + "/flight";
+  CliResult r = RunCli({"replay", dir + "/g.csv", "--stage", "cost", "--model", dir + "/stuck.json",
+                        "--timeout", "0.5", "--flight-dir", flight},
+                       /*timeout_seconds=*/60);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "jitpipe replay: " + dir + "/g.csv: rank 1, index 1 (1F0): timed out after "
+                   "500ms waiting for receive 1RECV_F0 from rank 0 (index 0); flight analysis "
+                   "(records in " + flight + "): rank 1 waits at index 0 (1RECV_F0) for rank 0; "
+                   "rank 0's last op was none, and it is at index 0 (0F0); rank 0 still running "
+                   "2s after the failure (a stage call that does not return)\n");
+  EXPECT_TRUE(std::filesystem::exists(flight + "/rank_0.json"));
+  EXPECT_TRUE(std::filesystem::exists(flight + "/rank_1.json"));
+}
+
 }  // namespace
 }  // namespace jitpipe
