@@ -1,4 +1,4 @@
-// jitpipe validate FILE [--strict]: structure, send/receive matching and
+// jitpipe validate FILE [--strict] [--verbose]: structure, send/receive matching and
 // deadlock freedom.
 //
 // A lowered FILE is checked as it is. A compute-only FILE is checked, then
@@ -9,15 +9,15 @@
 // rendezvous semantics (ordered transports such as one NCCL stream: reported,
 // and the exit status too with --strict); validate.h defines both.
 //
-// stdout on success, e.g.
+// stdout on success: a first line saying ok, with the summary, e.g.
 //   s.csv: ok: pp 2, 2 stages (loop placement), 2 microbatches, compute-only,
-//   8 actions; lowered with --recv jit: 16 actions, deadlock-free under
-//   relaxed semantics (tag-matched transports, PyTorch's runtime) and under
-//   strict rendezvous semantics
-// (one line), or, when only the relaxed model runs it, that line ending in
-// "...(tag-matched transports, PyTorch's runtime) only" and a second line
-// with the strict failure: for a compute-only FILE it says to lower with
-// --recv jit-rendezvous for ordered rendezvous transports.
+//   8 actions; lowered with --recv jit: 16 actions
+// then one line on the transports the program is safe for: every one when it
+// is deadlock-free under strict rendezvous semantics too; otherwise
+// tag-matched ones, with what to use for rendezvous transports (lower with
+// --recv jit-rendezvous). Why strict semantics fail (the wait cycle, or the
+// receive out of order) is a third line with --verbose, an error with
+// --strict.
 // On failure: "jitpipe validate: FILE: <message>" on stderr, then the step x
 // rank grid with "<-- ERROR HERE" when the check attached one.
 #include <cstdio>
@@ -36,6 +36,9 @@ ABSL_FLAG(bool, strict, false,
           "ranks the receives in send order, every SEND and RECV waiting for its partner, as "
           "MPI_Ssend or one NCCL stream); a compute-only FILE is lowered with --recv "
           "jit-rendezvous");
+ABSL_FLAG(bool, verbose, false,
+          "when the program is valid under relaxed semantics only, also print why strict "
+          "rendezvous semantics fail (the wait cycle, or the receive out of order)");
 ABSL_FLAG(int, grid_rows, 40,
           "show at most this many steps of the grid printed with an error (0: no grid)");
 
@@ -58,35 +61,47 @@ std::string Summary(const Schedule& s) {
                       s.lowered ? "lowered" : "compute-only", ", ", s.TotalActions(), " actions");
 }
 
-// The second line printed when the program runs under relaxed semantics
-// only: what strict semantics refuse, and what to do about it.
-std::string StrictFailureLine(bool lowered_here, const absl::Status& strict) {
-  if (!lowered_here) {
-    return absl::StrCat("  it fails under strict semantics (ordered rendezvous transports, e.g. "
-                        "a single NCCL stream): ",
-                        strict.message());
+constexpr absl::string_view kTagMatched =
+    "tag-matched transports (relaxed semantics: jitpipe's in-process and MPI replay, PyTorch's "
+    "runtime)";
+constexpr absl::string_view kRendezvous =
+    "rendezvous transports (one NCCL stream, MPI_Ssend, large MPI sends that complete only "
+    "once received)";
+
+// The second line: which transports the program is safe for and, when it
+// is not safe for all, what to use for the others. lowered_here says whether
+// the program is this command's --recv jit lowering of the input.
+std::string SafetyLine(bool strict_ok, bool lowered_here) {
+  if (strict_ok) {
+    return "  safe for every transport: deadlock-free under relaxed semantics (tag-matched "
+           "transports) and under strict rendezvous semantics (one NCCL stream, MPI_Ssend)";
   }
-  return absl::StrCat("  for ordered rendezvous transports (e.g. a single NCCL stream) lower with "
-                      "--recv jit-rendezvous; --recv jit fails under strict semantics: ",
-                      strict.message());
+  if (lowered_here) {
+    return absl::StrCat("  safe for ", kTagMatched, "; for ", kRendezvous,
+                        " lower with --recv jit-rendezvous (validate --strict checks that "
+                        "lowering; --verbose says why --recv jit is not enough)");
+  }
+  return absl::StrCat("  safe for ", kTagMatched, " only, not for ", kRendezvous,
+                      ": --verbose says why; the compute-only schedule lowered with --recv "
+                      "jit-rendezvous is safe for those");
 }
 
 // The checks of a lowered program after its relaxed validity: strict
-// semantics (required with --strict), then the summary `line`, completed.
-// `context` prefixes error messages; lowered_here says whether the program
-// is this command's lowering of the input.
+// semantics (required with --strict), then the first line, `ok_line`, and
+// the safety line, and with --verbose why strict semantics fail. `context`
+// prefixes error messages; lowered_here as for SafetyLine.
 int ReportStrict(const Command& command, const std::string& path, const Schedule& lowered,
-                 const std::string& line, absl::string_view context, bool lowered_here,
+                 const std::string& ok_line, absl::string_view context, bool lowered_here,
                  int grid_rows) {
   const absl::Status strict =
       Validate(lowered, {.semantics = CommSemantics::kStrict, .grid_rows = grid_rows});
   if (!strict.ok() && absl::GetFlag(FLAGS_strict)) {
     return FailWithGrid(command, path, context, strict);
   }
-  if (strict.ok()) {
-    std::printf("%s and under strict rendezvous semantics\n", line.c_str());
-  } else {
-    std::printf("%s only\n%s\n", line.c_str(), StrictFailureLine(lowered_here, strict).c_str());
+  std::printf("%s\n%s\n", ok_line.c_str(), SafetyLine(strict.ok(), lowered_here).c_str());
+  if (!strict.ok() && absl::GetFlag(FLAGS_verbose)) {
+    std::printf("  %sunder strict semantics: %s\n", lowered_here ? "--recv jit " : "",
+                std::string(strict.message()).c_str());
   }
   return kExitOk;
 }
@@ -101,12 +116,9 @@ int RunValidate(const Command& command, const Invocation& invocation) {
   if (absl::Status valid = Validate(*input, relaxed); !valid.ok()) {
     return FailWithGrid(command, path, "", valid);
   }
-  std::string line = absl::StrCat(path, ": ok: ", Summary(*input), "; ");
-  constexpr absl::string_view kRelaxedOk =
-      "deadlock-free under relaxed semantics (tag-matched transports, PyTorch's runtime)";
+  std::string line = absl::StrCat(path, ": ok: ", Summary(*input));
   if (input->lowered) {
-    return ReportStrict(command, path, *input, absl::StrCat(line, kRelaxedOk), "",
-                        /*lowered_here=*/false, grid_rows);
+    return ReportStrict(command, path, *input, line, "", /*lowered_here=*/false, grid_rows);
   }
   const RecvPlacement recv =
       absl::GetFlag(FLAGS_strict) ? RecvPlacement::kJitRendezvous : RecvPlacement::kJit;
@@ -120,8 +132,7 @@ int RunValidate(const Command& command, const Invocation& invocation) {
   if (absl::Status valid = Validate(*lowered, relaxed); !valid.ok()) {
     return FailWithGrid(command, path, context, valid);
   }
-  absl::StrAppend(&line, "lowered with ", how, ": ", lowered->TotalActions(), " actions, ",
-                  kRelaxedOk);
+  absl::StrAppend(&line, "; lowered with ", how, ": ", lowered->TotalActions(), " actions");
   return ReportStrict(command, path, *lowered, line, context, /*lowered_here=*/true, grid_rows);
 }
 
@@ -130,20 +141,21 @@ int RunValidate(const Command& command, const Invocation& invocation) {
 Command ValidateCommand() {
   return Command{
       .name = "validate",
-      .synopsis = "validate FILE [--strict] [--grid-rows N]",
+      .synopsis = "validate FILE [--strict] [--verbose] [--grid-rows N]",
       .summary =
           "Check a schedule: structure (every stage on one rank, per stage and microbatch one "
           "forward then one backward), send/receive matching (every SEND one RECV on the "
           "peer, a RECV before each compute that needs one) and deadlock freedom. A "
           "compute-only FILE is lowered first with --recv jit (with --strict: --recv "
-          "jit-rendezvous). Prints a one-line summary saying whether the program is "
-          "deadlock-free under relaxed semantics (sends and receives matched by tag, sends "
-          "that do not wait: jitpipe's transports, PyTorch's runtime) and under strict "
-          "rendezvous semantics (ordered transports such as one NCCL stream: per pair of ranks "
-          "the receives in send order, every send waiting for its receive); --strict requires "
-          "both. On failure names the rank, index and action, or the wait cycle of a deadlock, "
+          "jit-rendezvous). Prints \"ok\" with a summary, then which transports the program is "
+          "safe for: tag-matched ones (relaxed semantics: sends and receives matched by tag, "
+          "sends that do not wait; jitpipe's transports, PyTorch's runtime) and, when it is "
+          "deadlock-free under strict rendezvous semantics too, rendezvous ones (one NCCL "
+          "stream, MPI_Ssend: per pair of ranks the receives in send order, every send "
+          "waiting for its receive); otherwise what to use for those. --strict requires both "
+          "and names the failure; --verbose prints it without failing. On failure names the rank, index and action, or the wait cycle of a deadlock, "
           "and prints the step x rank grid with the failing step marked.",
-      .flags = {"strict", "grid_rows", "legacy_names"},
+      .flags = {"strict", "verbose", "grid_rows", "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,
       .run = RunValidate,

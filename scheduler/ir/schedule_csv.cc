@@ -5,12 +5,12 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/json_document.h"
 #include "base/status_macros.h"
+#include "scheduler/ir/program_facts.h"
 
 namespace jitpipe {
 namespace {
@@ -108,64 +108,19 @@ void ApplyLegacyNames(RankProgram& program) {
 }
 
 // Fills the header fields from the programs, as PyTorch's _validate_schedule
-// infers them. Positions: (rank, index) of the first sighting of each stage.
+// infers them (ScanPrograms, shared with the JSON reader).
 absl::Status InferHeader(Schedule& s) {
   s.pp = static_cast<int>(s.ranks.size());
-  // first_seen is indexed by stage and never needs more entries than the
-  // file has actions (stages are numbered 0.. without gaps); a larger stage
-  // number means a gap, and its sighting goes to far_seen instead of
-  // growing the vector to that number.
-  size_t leaves = 0;
-  for (const RankProgram& program : s.ranks) {
-    for (const Action& a : program) leaves += a.is_compound() ? a.sub_actions.size() : 1;
-  }
-  std::vector<std::pair<int, size_t>> first_seen;  // by stage: (rank, index)
-  absl::flat_hash_map<int, std::pair<int, size_t>> far_seen;  // stages > leaves
-  int max_stage = -1;
-  int max_mb = -1;
-  for (int r = 0; r < s.pp; ++r) {
-    for (size_t i = 0; i < s.ranks[r].size(); ++i) {
-      const Action& a = s.ranks[r][i];
-      if (a.is_bubble()) continue;
-      if (!IsCompute(a.kind)) s.lowered = true;
-      std::vector<int> stages;
-      if (a.is_compound()) {
-        for (const Action& sub : a.sub_actions) {
-          stages.push_back(sub.stage);
-          max_mb = std::max(max_mb, sub.microbatch);
-        }
-      } else {
-        stages.push_back(a.stage);
-        max_mb = std::max(max_mb, a.microbatch);
-      }
-      for (int stage : stages) {
-        max_stage = std::max(max_stage, stage);
-        if (static_cast<size_t>(stage) > leaves) {
-          far_seen.try_emplace(stage, -1, 0);
-        } else if (stage >= static_cast<int>(first_seen.size())) {
-          first_seen.resize(stage + 1, {-1, 0});
-        }
-        auto& seen = static_cast<size_t>(stage) > leaves ? far_seen[stage] : first_seen[stage];
-        if (seen.first < 0) {
-          seen = {r, i};
-        } else if (seen.first != r) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              Where(r, i), " \"", a.ToString(), "\": stage ", stage, " is also on rank ",
-              seen.first, " (index ", seen.second, "); a stage lives on exactly one rank"));
-        }
-      }
-    }
-  }
-  if (max_stage < 0) return absl::InvalidArgumentError("the CSV holds no actions");
-  for (size_t stage = 0; stage <= static_cast<size_t>(max_stage); ++stage) {
-    if (stage >= first_seen.size() || first_seen[stage].first < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "stage ", stage, " appears on no rank, but stage ", max_stage,
-          " does; stages must be numbered 0.. without gaps"));
-    }
-    s.stage_to_rank.push_back(first_seen[stage].first);
-  }
-  const int num_stages = static_cast<int>(first_seen.size());
+  ASSIGN_OR_RETURN(ProgramFacts facts,
+                   ScanPrograms(s.ranks, ScanOptions{}, [&](ActionPosition at) {
+                     return absl::StrCat(Where(at.rank, at.index), " \"",
+                                         s.ranks[at.rank][at.index].ToString(), "\"");
+                   }));
+  if (facts.stage_to_rank.empty()) return absl::InvalidArgumentError("the CSV holds no actions");
+  s.lowered = facts.first_comm.has_value();
+  s.stage_to_rank = std::move(facts.stage_to_rank);
+  const int max_mb = facts.max_microbatch;
+  const int num_stages = s.num_stages();
   if (num_stages % s.pp != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         num_stages, " stages cannot be spread evenly over ", s.pp, " ranks (rows)"));

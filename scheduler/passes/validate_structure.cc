@@ -178,7 +178,9 @@ class StructureChecker {
         if (b != kUnseen) {
           return Error(rank, index, top,
                        absl::StrCat(subject(), " after the full backward at index ", b,
-                                    "; B already computes weight gradients (W needs an I)"));
+                                    "; B already computes weight gradients (W needs an I) (files from "
+                                    "the zero-bubble repository use B for the input backward: "
+                                    "pass --legacy-names)"));
         }
         if (i == kUnseen) {
           return Error(rank, index, top,

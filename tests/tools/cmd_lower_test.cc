@@ -97,7 +97,7 @@ TEST(CmdLowerTest, JitRendezvousAlsoValidatesUnderStrictSemantics) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   CliResult strict = RunCli({"validate", "--strict", dir + "/r.json"});
   EXPECT_EQ(strict.exit_code, 0) << strict.err;
-  EXPECT_THAT(strict.out, HasSubstr("and under strict rendezvous semantics\n"));
+  EXPECT_THAT(strict.out, HasSubstr(" actions\n  safe for every transport: "));
 }
 
 TEST(CmdLowerTest, DumpAfterPrintsThatPassesGridToStderr) {

@@ -15,6 +15,7 @@ using ::jitpipe::testing::RunCli;
 using ::jitpipe::testing::TestdataPath;
 using ::jitpipe::testing::WriteTextFile;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Writes `csv` to a fresh directory and returns its path.
 std::string CsvFile(const std::string& csv) {
@@ -23,16 +24,31 @@ std::string CsvFile(const std::string& csv) {
   return path;
 }
 
+// The second line of the output, by what the program is safe for.
+constexpr char kSafeForEveryTransport[] =
+    "  safe for every transport: deadlock-free under relaxed semantics (tag-matched transports) "
+    "and under strict rendezvous semantics (one NCCL stream, MPI_Ssend)\n";
+constexpr char kSafeForTagMatchedUseJitRendezvous[] =
+    "  safe for tag-matched transports (relaxed semantics: jitpipe's in-process and MPI replay, "
+    "PyTorch's runtime); for rendezvous transports (one NCCL stream, MPI_Ssend, large MPI sends "
+    "that complete only once received) lower with --recv jit-rendezvous (validate --strict "
+    "checks that lowering; --verbose says why --recv jit is not enough)\n";
+constexpr char kSafeForTagMatchedOnly[] =
+    "  safe for tag-matched transports (relaxed semantics: jitpipe's in-process and MPI replay, "
+    "PyTorch's runtime) only, not for rendezvous transports (one NCCL stream, MPI_Ssend, large "
+    "MPI sends that complete only once received): --verbose says why; the compute-only "
+    "schedule lowered with --recv jit-rendezvous is safe for those\n";
+
 TEST(CmdValidateTest, LoweredProgramDeadlockFreeUnderBothSemantics) {
   const std::string path = CsvFile("0F0,0SEND_F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n");
   CliResult r = RunCli({"validate", path});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, path +
-                       ": ok: pp 2, 2 stages (loop placement), 1 microbatches, lowered, 8 actions; "
-                       "deadlock-free under relaxed semantics (tag-matched transports, PyTorch's "
-                       "runtime) and under strict rendezvous semantics\n");
+                       ": ok: pp 2, 2 stages (loop placement), 1 microbatches, lowered, 8 actions\n" +
+                       kSafeForEveryTransport);
   EXPECT_EQ(r.err, "");
   EXPECT_EQ(RunCli({"validate", "--strict", path}).out, r.out);
+  EXPECT_EQ(RunCli({"validate", "--verbose", path}).out, r.out);
 }
 
 constexpr char kTorchtitanStrictDeadlock[] =
@@ -40,17 +56,19 @@ constexpr char kTorchtitanStrictDeadlock[] =
     "(0SEND_F1) waits for rank 1 to post 1RECV_F1 (index 5); rank 1 at index 4 (1SEND_F0) "
     "waits for rank 0 to post 2RECV_F0 (index 6)";
 
+// A valid program reads as valid: "ok", then what it is safe for; why strict
+// semantics fail only with --verbose (or, as an error, with --strict).
 TEST(CmdValidateTest, SaysWhichProgramsNeedTheRelaxedModel) {
   const std::string path = TestdataPath("conformance/real/torchtitan_example.csv");
   CliResult r = RunCli({"validate", path});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, path +
-                       ": ok: pp 2, 4 stages (loop placement), 4 microbatches, lowered, 86 actions; "
-                       "deadlock-free under relaxed semantics (tag-matched transports, PyTorch's "
-                       "runtime) only\n"
-                       "  it fails under strict semantics (ordered rendezvous transports, e.g. a "
-                       "single NCCL stream): " +
-                       kTorchtitanStrictDeadlock + "\n");
+  const std::string ok =
+      path + ": ok: pp 2, 4 stages (loop placement), 4 microbatches, lowered, 86 actions\n";
+  EXPECT_EQ(r.out, ok + kSafeForTagMatchedOnly);
+  CliResult verbose = RunCli({"validate", "--verbose", path});
+  EXPECT_EQ(verbose.exit_code, 0) << verbose.err;
+  EXPECT_EQ(verbose.out, ok + kSafeForTagMatchedOnly + "  under strict semantics: " +
+                             kTorchtitanStrictDeadlock + "\n");
 }
 
 TEST(CmdValidateTest, StrictFailsWithTheCycleAndTheGrid) {
@@ -117,20 +135,19 @@ TEST(CmdValidateTest, ComputeOnlyFileLoweredWithJitOrJitRendezvous) {
       path + ": ok: pp 2, 2 stages (loop placement), 2 microbatches, compute-only, 8 actions; ";
   CliResult r = RunCli({"validate", path});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, summary +
-                       "lowered with --recv jit: 16 actions, deadlock-free under relaxed semantics "
-                       "(tag-matched transports, PyTorch's runtime) only\n"
-                       "  for ordered rendezvous transports (e.g. a single NCCL stream) lower with "
-                       "--recv jit-rendezvous; --recv jit fails under strict semantics: deadlock "
-                       "under strict rendezvous semantics: wait cycle 0 -> 1 -> 0: rank 0 at index "
-                       "3 (0SEND_F1) waits for rank 1 to post 1RECV_F1 (index 4); rank 1 at index "
-                       "3 (1SEND_B0) waits for rank 0 to post 0RECV_B0 (index 4)\n");
+  EXPECT_EQ(r.out, summary + "lowered with --recv jit: 16 actions\n" +
+                       kSafeForTagMatchedUseJitRendezvous);
+  CliResult verbose = RunCli({"validate", "--verbose", path});
+  EXPECT_EQ(verbose.exit_code, 0) << verbose.err;
+  EXPECT_EQ(verbose.out, r.out +
+                             "  --recv jit under strict semantics: deadlock under strict "
+                             "rendezvous semantics: wait cycle 0 -> 1 -> 0: rank 0 at index 3 "
+                             "(0SEND_F1) waits for rank 1 to post 1RECV_F1 (index 4); rank 1 at "
+                             "index 3 (1SEND_B0) waits for rank 0 to post 0RECV_B0 (index 4)\n");
   CliResult strict = RunCli({"validate", "--strict", path});
   EXPECT_EQ(strict.exit_code, 0) << strict.err;
-  EXPECT_EQ(strict.out, summary +
-                            "lowered with --recv jit-rendezvous: 16 actions, deadlock-free under "
-                            "relaxed semantics (tag-matched transports, PyTorch's runtime) and "
-                            "under strict rendezvous semantics\n");
+  EXPECT_EQ(strict.out,
+            summary + "lowered with --recv jit-rendezvous: 16 actions\n" + kSafeForEveryTransport);
 }
 
 TEST(CmdValidateTest, RealComputeOnlyFilesAreLoweredThenChecked) {
@@ -141,17 +158,12 @@ TEST(CmdValidateTest, RealComputeOnlyFilesAreLoweredThenChecked) {
     EXPECT_EQ(r.exit_code, 0) << file << ": " << r.err;
     EXPECT_THAT(r.out, HasSubstr(", compute-only, ")) << file;
     EXPECT_THAT(r.out, HasSubstr("; lowered with --recv jit: ")) << file;
-    EXPECT_THAT(r.out, HasSubstr(" actions, deadlock-free under relaxed semantics (tag-matched "
-                                 "transports, PyTorch's runtime) only\n  for ordered rendezvous "
-                                 "transports (e.g. a single NCCL stream) lower with --recv "
-                                 "jit-rendezvous; --recv jit fails under strict semantics: "))
+    EXPECT_THAT(r.out, HasSubstr(std::string(" actions\n") + kSafeForTagMatchedUseJitRendezvous))
         << file;
     CliResult strict = RunCli({"validate", "--strict", "--legacy-names", path});
     EXPECT_EQ(strict.exit_code, 0) << file << ": " << strict.err;
     EXPECT_THAT(strict.out, HasSubstr("; lowered with --recv jit-rendezvous: ")) << file;
-    EXPECT_THAT(strict.out, HasSubstr(" actions, deadlock-free under relaxed semantics "
-                                      "(tag-matched transports, PyTorch's runtime) and under "
-                                      "strict rendezvous semantics\n"))
+    EXPECT_THAT(strict.out, HasSubstr(std::string(" actions\n") + kSafeForEveryTransport))
         << file;
   }
 }
@@ -169,10 +181,11 @@ TEST(CmdValidateTest, PerPairOrderFailsOnlyUnderStrict) {
       "order";
   CliResult r = RunCli({"validate", path});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("(tag-matched transports, PyTorch's runtime) only\n  it fails "
-                               "under strict semantics (ordered rendezvous transports, e.g. a "
-                               "single NCCL stream): " +
-                               order_error + "\n"));
+  EXPECT_THAT(r.out, HasSubstr(kSafeForTagMatchedOnly));
+  EXPECT_THAT(r.out, Not(HasSubstr(order_error)));
+  CliResult verbose = RunCli({"validate", "--verbose", path});
+  EXPECT_THAT(verbose.out, HasSubstr(std::string(kSafeForTagMatchedOnly) +
+                                     "  under strict semantics: " + order_error + "\n"));
   CliResult strict = RunCli({"validate", "--strict", "--grid-rows=0", path});
   EXPECT_EQ(strict.exit_code, 1);
   EXPECT_EQ(strict.err, "jitpipe validate: " + path + ": " + order_error + "\n");
@@ -185,6 +198,38 @@ TEST(CmdValidateTest, StructureErrorIsOneLineWithoutGrid) {
   EXPECT_EQ(r.err, "jitpipe validate: " + path +
                        ": rank 1, index 0 (1B0): full backward of stage 1 microbatch 0 comes "
                        "before its forward\n");
+}
+
+// A file from the zero-bubble repository names the input backward B: the
+// error says which flag reads it.
+TEST(CmdValidateTest, LegacyZeroBubbleFilePointsAtLegacyNames) {
+  const std::string path = TestdataPath("conformance/real/zb1p_2rank_2stagep_compute.csv");
+  CliResult r = RunCli({"validate", path});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "jitpipe validate: " + path +
+                       ": rank 0, index 6 (2W0): weight backward of stage 2 microbatch 0 after "
+                       "the full backward at index 5; B already computes weight gradients (W "
+                       "needs an I) (files from the zero-bubble repository use B for the input "
+                       "backward: pass --legacy-names)\n");
+  CliResult legacy = RunCli({"validate", "--legacy-names", path});
+  EXPECT_EQ(legacy.exit_code, 0) << legacy.err;
+  EXPECT_THAT(legacy.out, HasSubstr(": ok: pp 2, 4 stages (loop placement), 8 microbatches"));
+}
+
+// A JSON file written by hand from the format documentation, without
+// "placement", "stage_to_rank" and "lowered", loads and validates.
+TEST(CmdValidateTest, HandWrittenJsonWithoutTheInferredFieldsValidates) {
+  const std::string path = MakeTempDir("cmd_validate") + "/hand.json";
+  WriteTextFile(path, R"({"format": "jitpipe.schedule", "version": 1, "pp": 2,
+ "stages_per_rank": 1, "microbatches": 2,
+ "ranks": [["0F0", "0F1", "0B0", "0B1"], ["1F0", "1B0", "1F1", "1B1"]]}
+)");
+  CliResult r = RunCli({"validate", path});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, path +
+                       ": ok: pp 2, 2 stages (loop placement), 2 microbatches, compute-only, 8 "
+                       "actions; lowered with --recv jit: 16 actions\n" +
+                       kSafeForTagMatchedUseJitRendezvous);
 }
 
 }  // namespace

@@ -37,6 +37,22 @@ TEST_P(CsvConformanceTest, EveryOrderRoundTrips) {
   }
 }
 
+// A JSON file without "placement", "stage_to_rank" and "lowered" (as a
+// hand-written one may be) infers them exactly as the CSV reader does.
+TEST_P(CsvConformanceTest, JsonWithoutTheInferredFieldsReadsAsTheCsv) {
+  nlohmann::json d = ReadTestdataJson("conformance/pytorch/" + GetParam() + ".json");
+  if (d.contains("error")) GTEST_SKIP() << "PyTorch refuses these parameters";
+  for (const char* key : {"ranks", "ranks_with_comms", "ranks_send_recv_only"}) {
+    if (!d.contains(key)) continue;
+    SCOPED_TRACE(key);
+    ASSERT_OK_AND_ASSIGN(Schedule from_csv, ParseScheduleCsv(CsvFromJson(d[key])));
+    nlohmann::json doc = nlohmann::json::parse(ScheduleToJson(from_csv));
+    for (const char* field : {"placement", "stage_to_rank", "lowered"}) doc.erase(field);
+    ASSERT_OK_AND_ASSIGN(Schedule from_json, ParseScheduleJson(doc.dump()));
+    EXPECT_EQ(from_json, from_csv);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Pytorch, CsvConformanceTest,
                          ::testing::ValuesIn(PytorchConformanceNames()));
 

@@ -1,6 +1,7 @@
 #include "scheduler/ir/schedule_json.h"
 
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
@@ -101,6 +102,178 @@ INSTANTIATE_TEST_SUITE_P(
                 "line 1, column 61: invalid JSON: syntax error while parsing value - invalid "
                 "string: ill-formed UTF-8 byte; last read: '\"gp<FF>'"}),
     [](const ::testing::TestParamInfo<BadJson>& param_info) { return param_info.param.name; });
+
+// Hand-written files may leave out "lowered", "stage_to_rank" and
+// "placement": they are inferred from the programs as the CSV reader infers
+// them. `fields` goes between the counts and "ranks".
+std::string HandWritten(const std::string& header, const std::string& ranks,
+                        const std::string& fields = "") {
+  return R"({"format": "jitpipe.schedule", "version": 1, )" + header + ", " + fields +
+         R"("ranks": )" + ranks + "}";
+}
+
+constexpr char kTwoRanks[] = R"("pp": 2, "stages_per_rank": 1, "microbatches": 2)";
+constexpr char k1f1b[] = R"([["0F0", "0F1", "0B0", "0B1"], ["1F0", "1B0", "1F1", "1B1"]])";
+constexpr char kLowered1f1b[] =
+    R"([["0F0", "0SEND_F0", "0RECV_B0", "0B0"], ["1RECV_F0", "1F0", "1B0", "1SEND_B0"]])";
+constexpr char kFourStages[] = R"("pp": 2, "stages_per_rank": 2, "microbatches": 1)";
+
+struct Inferred {
+  std::string name;
+  std::string text;
+  bool lowered;
+  std::vector<int> stage_to_rank;
+  Placement placement;
+};
+
+class ScheduleJsonInferenceTest : public ::testing::TestWithParam<Inferred> {};
+
+TEST_P(ScheduleJsonInferenceTest, InfersTheLeftOutFields) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleJson(GetParam().text));
+  EXPECT_EQ(s.lowered, GetParam().lowered);
+  EXPECT_EQ(s.stage_to_rank, GetParam().stage_to_rank);
+  EXPECT_EQ(s.placement, GetParam().placement);
+  EXPECT_EQ(s.name, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    HandWritten, ScheduleJsonInferenceTest,
+    ::testing::Values(
+        Inferred{"NeitherField", HandWritten(kTwoRanks, k1f1b), false, {0, 1}, Placement::kLoop},
+        Inferred{"NullFields",
+                 HandWritten(kTwoRanks, k1f1b,
+                             R"("placement": null, "stage_to_rank": null, "lowered": null, )"),
+                 false, {0, 1}, Placement::kLoop},
+        Inferred{"SendsMakeItLowered", HandWritten(kTwoRanks, kLowered1f1b), true, {0, 1},
+                 Placement::kLoop},
+        Inferred{"UnshardMakesItLowered",
+                 HandWritten(kTwoRanks, R"([["0UNSHARD", "0F0", "0B0"], ["1F0", "1B0"]])"), true,
+                 {0, 1}, Placement::kLoop},
+        Inferred{"ReduceGradMakesItLowered",
+                 HandWritten(kTwoRanks, R"([["0F0", "0B0"], ["1F0", "1B0", "1REDUCE_GRAD"]])"),
+                 true, {0, 1}, Placement::kLoop},
+        Inferred{"WrittenLoweredWithoutCommunication",
+                 HandWritten(kTwoRanks, k1f1b, R"("lowered": true, )"), true, {0, 1},
+                 Placement::kLoop},
+        Inferred{"VPlacementFromThePrograms",
+                 HandWritten(kFourStages,
+                             R"([["0F0", "3F0", "3B0", "0B0"], ["1F0", "2F0", "2B0", "1B0"]])"),
+                 false, {0, 1, 1, 0}, Placement::kV},
+        Inferred{"StagesInsideOverlapFB",
+                 HandWritten(kFourStages,
+                             R"([["0F0", "3F0", "(3B0;0B0)OVERLAP_F_B"], ["1F0", "2F0", "2B0", "1B0"]])"),
+                 false, {0, 1, 1, 0}, Placement::kV},
+        Inferred{"WrittenVPlacement",
+                 HandWritten(kFourStages, R"([[], []])", R"("placement": "v", )"), false,
+                 {0, 1, 1, 0}, Placement::kV},
+        Inferred{"CustomPlacementFromThePrograms",
+                 HandWritten(kTwoRanks, R"([["1F0", "1B0"], ["0F0", "0B0"]])",
+                             R"("placement": "custom", )"),
+                 false, {1, 0}, Placement::kCustom},
+        Inferred{"PlacementDetectedFromAWrittenMap",
+                 HandWritten(kTwoRanks, R"([["1F0", "1B0"], ["0F0", "0B0"]])",
+                             R"("stage_to_rank": [1, 0], )"),
+                 false, {1, 0}, Placement::kCustom},
+        Inferred{"LoopWhenAStageAppearsNowhere",
+                 HandWritten(kTwoRanks, R"([["0F0", "0B0"], []])"), false, {0, 1},
+                 Placement::kLoop}),
+    [](const ::testing::TestParamInfo<Inferred>& param_info) { return param_info.param.name; });
+
+// The writer keeps writing every field: a hand-written file, written back,
+// reads back to the same schedule and writes the same bytes again.
+TEST(ScheduleJsonTest, HandWrittenFileWritesEveryField) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleJson(HandWritten(kTwoRanks, kLowered1f1b)));
+  const std::string text = ScheduleToJson(s);
+  EXPECT_NE(text.find(R"("stage_to_rank": [0, 1], "lowered": true)"), std::string::npos) << text;
+  ASSERT_OK_AND_ASSIGN(Schedule again, ParseScheduleJson(text));
+  EXPECT_EQ(again, s);
+  EXPECT_EQ(ScheduleToJson(again), text);
+}
+
+struct Contradiction {
+  std::string name;
+  std::string text;
+  std::string error;
+};
+
+class ScheduleJsonContradictionTest : public ::testing::TestWithParam<Contradiction> {};
+
+TEST_P(ScheduleJsonContradictionTest, NamesBothSides) {
+  absl::StatusOr<Schedule> s = ParseScheduleJson(GetParam().text);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(::jitpipe::testing::Message(s.status()), GetParam().error);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    HandWritten, ScheduleJsonContradictionTest,
+    ::testing::Values(
+        Contradiction{"LoweredFalseWithSend",
+                      HandWritten(kTwoRanks, kLowered1f1b, R"("lowered": false, )"),
+                      "\"lowered\" is false but rank 0, index 1 (\"0SEND_F0\") is a SEND_F; a "
+                      "compute-only program has no SEND/RECV, UNSHARD, RESHARD or REDUCE_GRAD"},
+        Contradiction{"LoweredFalseWithReduceGrad",
+                      HandWritten(kTwoRanks, R"([["0F0", "0B0"], ["1F0", "1B0", "1REDUCE_GRAD"]])",
+                                  R"("lowered": false, )"),
+                      "\"lowered\" is false but rank 1, index 2 (\"1REDUCE_GRAD\") is a "
+                      "REDUCE_GRAD; a compute-only program has no SEND/RECV, UNSHARD, RESHARD or "
+                      "REDUCE_GRAD"},
+        Contradiction{"BubbleInAnInferredLoweredProgram",
+                      HandWritten(kTwoRanks, R"([["0F0", "0SEND_F0", null, "0RECV_B0", "0B0"],
+                                                 ["1RECV_F0", "1F0", "1B0", "1SEND_B0"]])"),
+                      "rank 0, index 2: a bubble (null) in a lowered program (lowered because "
+                      "rank 0, index 1 (\"0SEND_F0\") is a SEND_F)"},
+        Contradiction{"WrittenMapAgainstThePrograms",
+                      HandWritten(kTwoRanks, k1f1b, R"("stage_to_rank": [1, 0], )"),
+                      "rank 0, index 0 (\"0F0\"): stage 0 appears on rank 0, but "
+                      "\"stage_to_rank\" puts it on rank 1"},
+        Contradiction{"WrittenMapAndAStageOnTwoRanks",
+                      HandWritten(kTwoRanks,
+                                  R"([["0F0", "0F1", "0B0", "0B1"], ["1F0", "0F1", "1B0"]])",
+                                  R"("stage_to_rank": [0, 1], )"),
+                      "rank 1, index 1 (\"0F1\"): stage 0 appears on rank 1, but "
+                      "\"stage_to_rank\" puts it on rank 0"},
+        Contradiction{"WrittenPlacementAgainstThePrograms",
+                      HandWritten(kFourStages,
+                                  R"([["0F0", "2F0", "2B0", "0B0"], ["1F0", "3F0", "3B0", "1B0"]])",
+                                  R"("placement": "v", )"),
+                      "rank 0, index 1 (\"2F0\"): stage 2 appears on rank 0, but the v placement "
+                      "puts it on rank 1"},
+        Contradiction{"DefaultLoopAgainstThePrograms",
+                      HandWritten(kTwoRanks, R"([["1F0", "1B0"], []])"),
+                      "rank 0, index 0 (\"1F0\"): stage 1 appears on rank 0, but the loop "
+                      "placement (the default without \"placement\" and \"stage_to_rank\") puts "
+                      "it on rank 1"},
+        Contradiction{"ProgramsWithTwoStagesOnOneRank",
+                      HandWritten(kTwoRanks, R"([["0F0", "1F0", "0B0", "1B0"], []])"),
+                      "rank 0, index 1 (\"1F0\"): stage 1 appears on rank 0, but the loop "
+                      "placement (the default without \"placement\" and \"stage_to_rank\") puts "
+                      "it on rank 1"},
+        Contradiction{"InferredStageOnTwoRanks",
+                      HandWritten(kTwoRanks,
+                                  R"([["0F0", "0F1", "0B0", "0B1"], ["1F0", "0F1", "1B0"]])"),
+                      "rank 1, index 1 (\"0F1\"): stage 0 is also on rank 0 (index 0); a stage "
+                      "lives on exactly one rank"},
+        Contradiction{"CustomPlacementWithAStageNowhere",
+                      HandWritten(kTwoRanks, R"([["0F0", "0B0"], []])",
+                                  R"("placement": "custom", )"),
+                      "stage 1 appears in no program, so the \"custom\" placement needs "
+                      "\"stage_to_rank\""},
+        Contradiction{"TooManyStagesToInferAMap",
+                      HandWritten(R"("pp": 2, "stages_per_rank": 2147483647, "microbatches": 1)",
+                                  R"([["0F0"], ["1F0"]])"),
+                      "pp 2 x stages_per_rank 2147483647 = 4294967294 stages, but the programs "
+                      "hold only 2 actions; each stage needs a forward and a backward"},
+        // The real error in the file, not a missing field.
+        Contradiction{"UnknownActionWithoutTheFields",
+                      HandWritten(kTwoRanks,
+                                  R"([["0F0", "0F1", "0B0", "0B1"], ["1F0", "1X0", "1F1", "1B1"]])"),
+                      "rank 1, index 1 (\"1X0\"): cannot parse action \"1X0\": unexpected \"X\" "
+                      "at character 2; expected an action type (F, B, I, W, SEND_F, RECV_F, "
+                      "SEND_B, RECV_B, UNSHARD, RESHARD or REDUCE_GRAD)"}),
+    [](const ::testing::TestParamInfo<Contradiction>& param_info) {
+      return param_info.param.name;
+    });
 
 TEST(ScheduleJsonTest, RefusesDeepNestingBeforeParsing) {
   std::string text(100000, '[');

@@ -61,7 +61,9 @@ TEST(ValidateStructureTest, LegacyZeroBubbleFileNeedsLegacyNames) {
   ASSERT_OK_AND_ASSIGN(Schedule strict, ParseScheduleCsv(text));
   EXPECT_EQ(::jitpipe::testing::Message(ValidateStructure(strict)),
             "rank 0, index 6 (2W0): weight backward of stage 2 microbatch 0 after the full "
-            "backward at index 5; B already computes weight gradients (W needs an I)");
+            "backward at index 5; B already computes weight gradients (W needs an I) (files "
+            "from the zero-bubble repository use B for the input backward: pass "
+            "--legacy-names)");
   ASSERT_OK_AND_ASSIGN(Schedule legacy,
                        ParseScheduleCsv(text, CsvReadOptions{.legacy_backward_names = true}));
   EXPECT_OK(ValidateStructure(legacy));
