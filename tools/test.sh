@@ -2,7 +2,7 @@
 # Builds and runs every test: the release build with warnings as errors, the
 # demo end to end, its traces in the DevTools trace engine, the ASan+UBSan
 # build, the TSan build of the threaded suites, an install consumed by a
-# separate CMake project, and every libFuzzer target for 60 s.
+# separate CMake project, and every libFuzzer target for 30 s on its seeds.
 # Usage: tools/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +44,6 @@ stage "ThreadSanitizer build + the tests labelled threads (runtime, transports, 
 
 stage "install + find_package(jitpipe) consumer" tools/check-install.sh build/default
 
-stage "libFuzzer targets, 60 s each (longer: tools/fuzz.sh 600)" tools/fuzz.sh 60
+stage "libFuzzer targets, 30 s each (longer: tools/fuzz.sh 600)" tools/fuzz.sh 30
 
 echo "== all stages passed in $SECONDS s"
