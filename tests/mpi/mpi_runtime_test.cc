@@ -37,6 +37,7 @@
 #include "stages/mpi_runtime.h"
 #include "stages/replay_plan.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/wrapped_stage.h"
 
 namespace jitpipe {
 namespace {
@@ -271,33 +272,17 @@ class KillingFactory final : public StageFactory {
   }
 
  private:
-  class Killing final : public Stage {
+  // Kills the process in its second forward of microbatch 1.
+  class Killing final : public testing::WrappedStage {
    public:
-    explicit Killing(std::unique_ptr<Stage> inner) : inner_(std::move(inner)) {}
-    StageSizes Sizes() const override { return inner_->Sizes(); }
-    absl::Status LoadInput(int mb, MutableBytes input) override {
-      return inner_->LoadInput(mb, input);
-    }
+    using WrappedStage::WrappedStage;
     absl::Status Forward(int mb, ConstBytes input, MutableBytes output,
                          MutableBytes stash) override {
       if (mb == 1 && ++ones_ == 2) raise(SIGKILL);
-      return inner_->Forward(mb, input, output, stash);
-    }
-    absl::Status BackwardInput(int mb, ConstBytes output_grad, MutableBytes stash,
-                               MutableBytes input_grad) override {
-      return inner_->BackwardInput(mb, output_grad, stash, input_grad);
-    }
-    absl::Status BackwardWeight(int mb, ConstBytes input, ConstBytes output_grad,
-                                ConstBytes stash, MutableBytes param_grad) override {
-      return inner_->BackwardWeight(mb, input, output_grad, stash, param_grad);
-    }
-    double Loss(int mb) const override { return inner_->Loss(mb); }
-    absl::Status FinishStep(ConstBytes param_grad) override {
-      return inner_->FinishStep(param_grad);
+      return WrappedStage::Forward(mb, input, output, stash);
     }
 
    private:
-    std::unique_ptr<Stage> inner_;
     int ones_ = 0;
   };
 

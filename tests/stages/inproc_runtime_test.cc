@@ -22,6 +22,7 @@
 #include "stages/replay_plan.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
+#include "tests/testing/wrapped_stage.h"
 
 namespace jitpipe {
 namespace {
@@ -161,26 +162,14 @@ class FailingFactory final : public StageFactory {
   }
 
  private:
-  class Failing final : public Stage {
+  // Fails its forward of microbatch 1.
+  class Failing final : public testing::WrappedStage {
    public:
-    explicit Failing(std::unique_ptr<Stage> inner) : inner_(std::move(inner)) {}
-    StageSizes Sizes() const override { return inner_->Sizes(); }
-    absl::Status LoadInput(int m, MutableBytes in) override { return inner_->LoadInput(m, in); }
+    using WrappedStage::WrappedStage;
     absl::Status Forward(int m, ConstBytes in, MutableBytes out, MutableBytes stash) override {
       if (m == 1) return absl::InternalError("injected failure");
-      return inner_->Forward(m, in, out, stash);
+      return WrappedStage::Forward(m, in, out, stash);
     }
-    absl::Status BackwardInput(int m, ConstBytes g, MutableBytes stash,
-                               MutableBytes gin) override {
-      return inner_->BackwardInput(m, g, stash, gin);
-    }
-    absl::Status BackwardWeight(int m, ConstBytes in, ConstBytes g, ConstBytes stash,
-                                MutableBytes pg) override {
-      return inner_->BackwardWeight(m, in, g, stash, pg);
-    }
-
-   private:
-    std::unique_ptr<Stage> inner_;
   };
 
   StageFactory* const inner_;
@@ -249,32 +238,20 @@ class StuckFactory final : public StageFactory {
   void Release() { release_.Notify(); }
 
  private:
-  class Stuck final : public Stage {
+  class Stuck final : public testing::WrappedStage {
    public:
     Stuck(std::unique_ptr<Stage> inner, Where where, absl::Notification* release)
-        : inner_(std::move(inner)), where_(where), release_(release) {}
-    StageSizes Sizes() const override { return inner_->Sizes(); }
-    absl::Status LoadInput(int m, MutableBytes in) override { return inner_->LoadInput(m, in); }
+        : WrappedStage(std::move(inner)), where_(where), release_(release) {}
     absl::Status Forward(int m, ConstBytes in, MutableBytes out, MutableBytes stash) override {
       if (where_ == Where::kForward && m == 0) release_->WaitForNotification();
-      return inner_->Forward(m, in, out, stash);
+      return WrappedStage::Forward(m, in, out, stash);
     }
-    absl::Status BackwardInput(int m, ConstBytes g, MutableBytes stash,
-                               MutableBytes gin) override {
-      return inner_->BackwardInput(m, g, stash, gin);
-    }
-    absl::Status BackwardWeight(int m, ConstBytes in, ConstBytes g, ConstBytes stash,
-                                MutableBytes pg) override {
-      return inner_->BackwardWeight(m, in, g, stash, pg);
-    }
-    double Loss(int m) const override { return inner_->Loss(m); }
     absl::Status FinishStep(ConstBytes param_grad) override {
       if (where_ == Where::kFinishStep) release_->WaitForNotification();
-      return inner_->FinishStep(param_grad);
+      return WrappedStage::FinishStep(param_grad);
     }
 
    private:
-    std::unique_ptr<Stage> inner_;
     const Where where_;
     absl::Notification* const release_;
   };
