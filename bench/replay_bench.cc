@@ -1,4 +1,4 @@
-// The runtime on the in-process backend (stages/inproc_runtime.h):
+// The runtime on the in-process backend (runtime/replay.h):
 //   BM_InterpreterOverhead  empty stages and zero-byte buffers, so a step is
 //                           pure interpretation: per-action cost of the rank
 //                           executor, the transport and the flight recorder
@@ -19,7 +19,7 @@
 #include "bench/bench_support.h"
 #include "benchmark/benchmark.h"
 #include "stages/cost_stage.h"
-#include "stages/inproc_runtime.h"
+#include "runtime/replay.h"
 #include "stages/replay_plan.h"
 #include "stages/simulator.h"
 
@@ -69,7 +69,7 @@ void BM_InterpreterOverhead(benchmark::State& state, Size size, BufferMode buffe
   absl::StatusOr<ReplayPlan> plan = PlanFor(size, Model());
   if (!CheckOk(state, plan.status())) return;
   NoopFactory factory;
-  InProcessOptions options;
+  ReplayOptions options;
   options.steps = kSteps;
   options.buffers = buffers;
   double total_us = 0;
@@ -110,7 +110,7 @@ void BM_CostVsSimulate(benchmark::State& state, Size size, double unit_us) {
   absl::StatusOr<SimulationResult> sim = Simulate(plan->schedule, plan->executable, model);
   if (!CheckOk(state, sim.status())) return;
   CostStageFactory factory(plan->schedule, model);
-  InProcessOptions options;
+  ReplayOptions options;
   options.steps = kSteps;
   std::vector<double> medians;
   for (auto _ : state) {

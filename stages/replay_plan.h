@@ -1,4 +1,4 @@
-// From a schedule file to something RunInProcess (inproc_runtime.h) can
+// From a schedule file to something RunReplay (runtime/replay.h) can
 // run: the steps `jitpipe replay` and the runtime tests share.
 //
 //   compute-only Schedule --Lower(reduce_grad)--> lowered Schedule

@@ -3,7 +3,7 @@
 //
 // A compute-only FILE is lowered first (LowerForReplay: the default lowering
 // with REDUCE_GRAD). The program is validated, planned under --policy and
-// run for --steps steps over pp x --dp ranks (stages/inproc_runtime.h).
+// run for --steps steps over pp x --dp ranks (runtime/replay.h).
 // stdout: the loss, the step time, each rank's peak memory measured vs
 // planned, the transport's staged bytes and the measured exposed reduction;
 // with --stage mlp also the check against the unpipelined reference trainer
@@ -32,7 +32,7 @@
 #include "base/status_macros.h"
 #include "scheduler/ir/model.h"
 #include "stages/cost_stage.h"
-#include "stages/inproc_runtime.h"
+#include "runtime/replay.h"
 #include "stages/mlp_reference.h"
 #include "stages/mlp_stage.h"
 #include "stages/replay_plan.h"
@@ -42,7 +42,8 @@
 #include "traces/chrome_trace_writer.h"
 #if JITPIPE_HAVE_MPI
 #include "comm/mpi/mpi_transport.h"
-#include "stages/mpi_runtime.h"
+#include "runtime/mlp_gradients.h"
+#include "runtime/replay.h"
 #endif
 
 ABSL_DECLARE_FLAG(std::string, policy);  // cmd_plan.cc: jit | eager
@@ -78,7 +79,7 @@ struct ReplayFlags {
   int steps = 1;
   int dp = 1;
   MemoryPolicy policy = MemoryPolicy::kJit;
-  InProcessOptions run;
+  ReplayOptions run;
 };
 
 // The flags checked; InvalidArgument with the usage error otherwise.
@@ -293,7 +294,7 @@ int RunReplay(const Command& command, const Invocation& invocation) {
   absl::StatusOr<Schedule> input = LoadInputSchedule(path);
   if (!input.ok()) return Fail(command, input.status());
   // Arena buffers over MPI need a program that is deadlock-free under
-  // rendezvous semantics (stages/mpi_runtime.h): receives are placed for it.
+  // rendezvous semantics (runtime/replay.h): receives are placed for it.
   const bool rendezvous = f.backend == "mpi" && f.run.buffers == BufferMode::kArena;
   absl::StatusOr<Schedule> lowered = LowerForReplay(
       *input, rendezvous ? RecvPlacement::kJitRendezvous : RecvPlacement::kJit);
@@ -330,13 +331,14 @@ int RunReplay(const Command& command, const Invocation& invocation) {
   absl::StatusOr<ReplayResult> result;
 #if JITPIPE_HAVE_MPI
   // --backend mpi: this process is one world rank of `mpirun -np pp*dp`
-  // (stages/mpi_runtime.h); world rank 0 reports, the others only fail.
+  // (runtime/replay.h); world rank 0 reports, the others only fail.
   std::unique_ptr<MpiContext> mpi;
   if (f.backend == "mpi") {
     absl::StatusOr<std::unique_ptr<MpiContext>> started = InitMpi(nullptr, nullptr, {.dp = f.dp});
     if (!started.ok()) return Fail(command, started.status());
     mpi = *std::move(started);
-    result = RunMpiReplay(plan->schedule, plan->executable, plan->plans, *factory, *mpi, f.run);
+    result = jitpipe::RunReplay(plan->schedule, plan->executable, plan->plans, *factory, *mpi,
+                                f.run);
     if (result.ok() && mlp != nullptr) {
       absl::Status gathered = GatherMlpGradients(plan->schedule, *mlp, *mpi, f.run.timeout);
       if (!gathered.ok()) result = gathered;

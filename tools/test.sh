@@ -44,6 +44,6 @@ stage "ThreadSanitizer build + the tests labelled threads (runtime, transports, 
 
 stage "install + find_package(jitpipe) consumer" tools/check-install.sh build/default
 
-stage "libFuzzer targets, 30 s each (longer: tools/fuzz.sh 600)" tools/fuzz.sh 30
+stage "libFuzzer targets, 20 s each (longer: tools/fuzz.sh 600)" tools/fuzz.sh 20
 
 echo "== all stages passed in $SECONDS s"

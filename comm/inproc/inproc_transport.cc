@@ -3,6 +3,9 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -60,12 +63,12 @@ std::string Describe(absl::string_view verb, const OpInfo& info, absl::string_vi
                                               : "");
 }
 
-class World;
+class Fabric;
 
 // Rank r's view of the world.
 class Endpoint final : public Transport {
  public:
-  Endpoint(World* world, int rank) : world_(world), rank_(rank) {}
+  Endpoint(Fabric* world, int rank) : world_(world), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override;
   absl::StatusOr<RequestId> PostSend(int peer, uint64_t tag, absl::Span<const std::byte> bytes,
@@ -84,18 +87,79 @@ class Endpoint final : public Transport {
   int64_t PeakInFlightBytes() const override;
 
  private:
-  World* const world_;
+  Fabric* const world_;
   const int rank_;
 };
 
-class World final : public InProcessWorld {
+class Fabric final : public InProcessWorld {
  public:
-  explicit World(int size) {
-    for (int r = 0; r < size; ++r) endpoints_.push_back(std::make_unique<Endpoint>(this, r));
+  explicit Fabric(int size) {
+    for (int r = 0; r < size; ++r) {
+      endpoints_.push_back(std::make_unique<Endpoint>(this, r));
+      local_ranks_.push_back(r);
+    }
   }
 
   Transport& transport(int rank) override { return *endpoints_[rank]; }
   int size() const override { return static_cast<int>(endpoints_.size()); }
+  std::string name() const override { return "in-process"; }
+  const std::vector<int>& local_ranks() const override { return local_ranks_; }
+  SendCompletion send_completion() const override { return SendCompletion::kEager; }
+
+  absl::Status Barrier(int world_rank, absl::Duration timeout) override {
+    (void)world_rank;  // every rank is local: the barrier counts arrivals
+    absl::MutexLock lock(&mu_);
+    if (aborted_) return Stopped();
+    const int64_t generation = barrier_generation_;
+    if (++barrier_arrived_ == size()) {
+      barrier_arrived_ = 0;
+      ++barrier_generation_;
+      return absl::OkStatus();
+    }
+    auto released = [this, generation]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return aborted_ || barrier_generation_ != generation;
+    };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&released), timeout)) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "timed out after ", absl::FormatDuration(timeout),
+          " waiting at the step barrier for the other ranks"));
+    }
+    return barrier_generation_ != generation ? absl::OkStatus() : Stopped();
+  }
+
+  // Every payload is here already: nothing moves.
+  absl::StatusOr<std::vector<std::string>> Gather(absl::Span<const std::string> local,
+                                                  absl::Duration timeout) override {
+    (void)timeout;
+    if (local.size() != endpoints_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("Gather: ", local.size(),
+                                                     " payloads for ", size(), " ranks"));
+    }
+    return std::vector<std::string>(local.begin(), local.end());
+  }
+
+  std::vector<std::optional<std::string>> CollectAfterFailure(absl::Span<const std::string> local,
+                                                              absl::Duration grace) override {
+    (void)grace;
+    std::vector<std::optional<std::string>> all(endpoints_.size());
+    for (size_t w = 0; w < local.size() && w < all.size(); ++w) all[w] = local[w];
+    return all;
+  }
+
+  void Abort(int world_rank, const std::string& reason) override { AbortRank(world_rank, reason); }
+  bool aborted() override {
+    absl::MutexLock lock(&mu_);
+    return aborted_;
+  }
+
+  // Every operation completes or fails before the rank threads end, so
+  // nothing writes into a buffer once the run has returned; the objects are
+  // kept until the world goes all the same, as the contract says.
+  void RetainUntilEnd(std::shared_ptr<const void> object) override {
+    absl::MutexLock lock(&mu_);
+    retained_.push_back(std::move(object));
+  }
+  void EndWithAbort() override {}
   int64_t InFlightBytes() const override {
     absl::MutexLock lock(&mu_);
     return in_flight_;
@@ -208,7 +272,7 @@ class World final : public InProcessWorld {
     return status;
   }
 
-  void Abort(int rank, const std::string& reason) {
+  void AbortRank(int rank, const std::string& reason) {
     absl::MutexLock lock(&mu_);
     if (aborted_) return;
     aborted_ = true;
@@ -223,6 +287,9 @@ class World final : public InProcessWorld {
   }
 
  private:
+  // A barrier (or a wait for one) once the job is aborted.
+  static absl::Status Stopped() { return absl::AbortedError("stopped: another rank failed"); }
+
   absl::Status CheckAlive(int self, int peer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (aborted_) return absl::AbortedError(abort_message_);
     if (peer < 0 || peer >= size() || peer == self) {
@@ -281,6 +348,7 @@ class World final : public InProcessWorld {
   }
 
   std::vector<std::unique_ptr<Endpoint>> endpoints_;  // const after construction
+  std::vector<int> local_ranks_;                      // 0 .. size - 1
 
   mutable absl::Mutex mu_;
   RequestId last_id_ ABSL_GUARDED_BY(mu_) = 0;
@@ -295,6 +363,9 @@ class World final : public InProcessWorld {
   int64_t peak_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   std::string abort_message_ ABSL_GUARDED_BY(mu_);
+  int barrier_arrived_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t barrier_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::shared_ptr<const void>> retained_ ABSL_GUARDED_BY(mu_);
 };
 
 int Endpoint::size() const { return world_->size(); }
@@ -328,7 +399,7 @@ absl::Status Endpoint::Wait(RequestId request, absl::Duration timeout) {
   return world_->Wait(request, timeout);
 }
 
-void Endpoint::Abort(const std::string& reason) { world_->Abort(rank_, reason); }
+void Endpoint::Abort(const std::string& reason) { world_->AbortRank(rank_, reason); }
 
 int64_t Endpoint::InFlightBytes() const { return world_->InFlightBytes(); }
 int64_t Endpoint::PeakInFlightBytes() const { return world_->PeakInFlightBytes(); }
@@ -336,7 +407,7 @@ int64_t Endpoint::PeakInFlightBytes() const { return world_->PeakInFlightBytes()
 }  // namespace
 
 std::unique_ptr<InProcessWorld> CreateInProcessWorld(int size) {
-  return std::make_unique<World>(size);
+  return std::make_unique<Fabric>(size);
 }
 
 }  // namespace jitpipe

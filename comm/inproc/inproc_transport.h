@@ -16,23 +16,23 @@
 #ifndef JITPIPE_COMM_INPROC_INPROC_TRANSPORT_H_
 #define JITPIPE_COMM_INPROC_INPROC_TRANSPORT_H_
 
+#include <cstdint>
 #include <memory>
 
 #include "comm/transport.h"
+#include "comm/world.h"
 
 namespace jitpipe {
 
-class InProcessWorld {
+// The World (comm/world.h) in one process: every rank is local; the
+// barrier counts the rank threads' arrivals; Gather and CollectAfterFailure
+// hand the payloads back as they are; Abort(w, reason) is rank w's
+// transport's Abort and releases the barrier with Aborted.
+class InProcessWorld : public World {
  public:
-  virtual ~InProcessWorld() = default;
-  // Rank r's endpoint. REQUIRES: 0 <= r < size. Owned by the world; valid
-  // while the world lives.
-  virtual Transport& transport(int rank) = 0;
-  virtual int size() const = 0;
-  // Bytes staged for sends whose receives were not posted yet, now and at
-  // most, over the whole world.
+  // Bytes staged for sends whose receives were not posted yet, now (and,
+  // PeakInFlightBytes, at most), over the whole world.
   virtual int64_t InFlightBytes() const = 0;
-  virtual int64_t PeakInFlightBytes() const = 0;
 };
 
 // Creates a world of `size` ranks. REQUIRES: size >= 1.

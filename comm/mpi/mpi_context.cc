@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "comm/mpi/mpi_error.h"
 #include "comm/mpi/mpi_transport.h"
 #include "comm/mpi/mpi_world.h"
@@ -61,6 +62,49 @@ class Context final : public MpiContext {
 
   int rank() const override { return world_->rank(); }
   int size() const override { return world_->size(); }
+  std::string name() const override { return "MPI"; }
+  const std::vector<int>& local_ranks() const override { return local_ranks_; }
+  Transport& transport(int world_rank) override {
+    (void)world_rank;  // REQUIRES: the local rank, rank()
+    return *transport_;
+  }
+  SendCompletion send_completion() const override { return SendCompletion::kRendezvous; }
+  absl::Status CheckLayout(int pp, int dp) const override {
+    const int needed = pp * dp;
+    if (size() != needed) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the MPI world has ", size(), size() == 1 ? " process" : " processes",
+                       " but pp ", pp, " x dp ", dp, " needs ", needed, " (mpirun -np ", needed,
+                       ")"));
+    }
+    if (this->dp() != dp) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("MPI was set up for dp ", this->dp(), " but the replay has dp ", dp));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Barrier(int world_rank, absl::Duration timeout) override {
+    (void)world_rank;
+    return Barrier(timeout);
+  }
+  absl::StatusOr<std::vector<std::string>> Gather(absl::Span<const std::string> local,
+                                                  absl::Duration timeout) override {
+    if (local.size() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Gather: an MPI process runs one rank, not ", local.size()));
+    }
+    return Gather(absl::string_view(local[0]), timeout);
+  }
+  std::vector<std::optional<std::string>> CollectAfterFailure(absl::Span<const std::string> local,
+                                                              absl::Duration grace) override {
+    return CollectAfterFailure(local.empty() ? absl::string_view() : absl::string_view(local[0]),
+                               grace);
+  }
+  void Abort(int world_rank, const std::string& reason) override {
+    (void)world_rank;
+    transport_->Abort(reason);
+  }
+  int64_t PeakInFlightBytes() const override { return 0; }  // Open MPI buffers eagerly itself
   int pp() const override { return world_->pp(); }
   int dp() const override { return world_->dp(); }
   const std::string& host() const override { return host_; }
@@ -98,6 +142,7 @@ class Context final : public MpiContext {
   absl::Mutex retained_mu_;
   std::vector<std::shared_ptr<const void>> retained_ ABSL_GUARDED_BY(retained_mu_);
   std::unique_ptr<MpiWorld> world_;
+  const std::vector<int> local_ranks_{world_->rank()};
   std::unique_ptr<Transport> transport_;
   const std::string host_;
   std::unique_ptr<SigtermBlock> sigterm_;  // null: SIGTERM keeps its default

@@ -4,7 +4,7 @@
 // pp x dp layout and holds the rank's Transport. This header does not
 // include mpi.h (STYLE.md, house style 9); nothing outside comm/ does.
 //
-// Layout (the in-process runtime's, stages/inproc_runtime.h): a world of
+// Layout (the replay driver's, runtime/replay.h): a world of
 // pp x dp processes,
 //   world rank = replica * pp + pipeline rank
 //     pp 4, dp 2:  replica 0 -> world ranks 0 1 2 3   (pipeline ranks 0..3)
@@ -95,6 +95,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "comm/transport.h"
+#include "comm/world.h"
 
 namespace jitpipe {
 
@@ -111,13 +112,21 @@ struct MpiOptions {
   bool abort_on_sigterm = true;
 };
 
-class MpiContext {
+// The context is the job's World (comm/world.h) in this process: one local
+// rank, rank(); the World's barrier, gather and failure collection are the
+// one-rank calls below; Abort(w, reason) is the transport's Abort; sends
+// complete by rendezvous (SendCompletion::kRendezvous).
+class MpiContext : public World {
  public:
   // Ends MPI (see "Ending a job"). REQUIRES: nothing uses the transport.
-  virtual ~MpiContext() = default;
+  ~MpiContext() override = default;
+
+  using World::Barrier;
+  using World::CollectAfterFailure;
+  using World::Gather;
+  using World::transport;
 
   virtual int rank() const = 0;  // world rank
-  virtual int size() const = 0;
   virtual int pp() const = 0;
   virtual int dp() const = 0;
   int replica() const { return rank() / pp(); }
@@ -132,7 +141,7 @@ class MpiContext {
   // failure MPI may still write into the buffers of operations it cannot
   // cancel (a nonblocking collective); a caller hands them over here
   // instead of freeing them.
-  virtual void RetainUntilEnd(std::shared_ptr<const void> object) = 0;
+  void RetainUntilEnd(std::shared_ptr<const void> object) override = 0;
 
   // Job-level collectives on a communicator of their own, for setup and
   // results. Every process calls them in the same order. Each is bounded:
@@ -155,11 +164,11 @@ class MpiContext {
 
   // Whether this process's part of the job is aborted: by a failure here, a
   // notice from another process, or SIGTERM (polls for notices). Any thread.
-  virtual bool aborted() = 0;
+  bool aborted() override = 0;
   // Makes the destructor end the job with MPI_Abort whatever was collected:
   // for a job with a process that cannot reach MPI_Finalize (a rank stuck
   // in a stage call), which the others' MPI_Finalize would wait for.
-  virtual void EndWithAbort() = 0;
+  void EndWithAbort() override = 0;
 };
 
 // Starts MPI (MPI_Init_thread asking for MPI_THREAD_SERIALIZED) and sets up

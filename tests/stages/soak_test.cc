@@ -29,7 +29,7 @@
 
 #include "gtest/gtest.h"
 #include "scheduler/generators/generate.h"
-#include "stages/inproc_runtime.h"
+#include "runtime/replay.h"
 #include "stages/mlp_stage.h"
 #include "stages/replay_plan.h"
 #include "tests/testing/sanitizers.h"
@@ -86,7 +86,7 @@ TEST(SoakTest, ReplayKeepsMemoryFlat) {
   // Sampled by world rank 0's thread after each step (index = steps done),
   // into room reserved up front so that sampling allocates nothing.
   std::vector<int64_t> live(steps + 1, 0), resident(steps + 1, 0);
-  InProcessOptions options;
+  ReplayOptions options;
   options.dp = kDp;
   options.steps = steps;
   options.buffers = BufferMode::kTracked;

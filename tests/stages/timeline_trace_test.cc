@@ -11,7 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "scheduler/generators/generate.h"
-#include "stages/inproc_runtime.h"
+#include "runtime/replay.h"
 #include "stages/mlp_stage.h"
 #include "stages/replay_plan.h"
 #include "stages/simulator.h"
@@ -136,7 +136,7 @@ TEST(TimelineTraceTest, MeasuredTimelineOfSeveralStepsAndReplicas) {
   base.dp.size = 2;
   ASSERT_OK_AND_ASSIGN(Model model, ModelWithStageSizes(base, lowered.num_stages(), factory));
   ASSERT_OK_AND_ASSIGN(ReplayPlan plan, PlanReplay(lowered, model, MemoryPolicy::kJit));
-  InProcessOptions options;
+  ReplayOptions options;
   options.dp = 2;
   options.steps = 2;
   options.record_timeline = true;

@@ -185,10 +185,10 @@ TEST(CmdReplayTest, AStuckStageCallEndsTheProcessAfterTheTimeout) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(r.err, "jitpipe replay: " + dir + "/g.csv: rank 1, index 1 (1F0): timed out after "
-                   "500ms waiting for receive 1RECV_F0 from rank 0 (index 0); flight analysis "
-                   "(records in " + flight + "): rank 1 waits at index 0 (1RECV_F0) for rank 0; "
-                   "rank 0's last op was none, and it is at index 0 (0F0); rank 0 still running "
-                   "2s after the failure (a stage call that does not return)\n");
+                   "500ms waiting for receive 1RECV_F0 from rank 0 (index 0); other ranks: "
+                   "stuck in a stage call (0); flight analysis (records in " + flight + "): "
+                   "rank 1 waits at index 0 (1RECV_F0) for rank 0; rank 0's last op was none, "
+                   "and it is at index 0 (0F0)\n");
   EXPECT_TRUE(std::filesystem::exists(flight + "/rank_0.json"));
   EXPECT_TRUE(std::filesystem::exists(flight + "/rank_1.json"));
 }

@@ -1,5 +1,6 @@
-#include "stages/mpi_outcome.h"
+#include "runtime/rank_report.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -55,7 +56,7 @@ absl::StatusOr<T> Decode(absl::string_view what, absl::string_view text, F decod
 
 }  // namespace
 
-std::string EncodeRankOutcome(const MpiRankOutcome& outcome) {
+std::string EncodeRankOutcome(const RankOutcome& outcome) {
   Json steps = Json::array();
   for (const StepResult& r : outcome.steps) {
     steps.push_back({{"loss", r.loss},
@@ -66,12 +67,16 @@ std::string EncodeRankOutcome(const MpiRankOutcome& outcome) {
                      {"peak_bytes", r.peak_bytes},
                      {"timeline", EncodeTimeline(r.timeline)}});
   }
-  return Json{{"steps", std::move(steps)}, {"heap_allocations", outcome.heap_allocations}}.dump();
+  return Json{{"steps", std::move(steps)},
+              {"peak_bytes", outcome.peak_bytes},
+              {"heap_allocations", outcome.heap_allocations}}
+      .dump();
 }
 
-absl::StatusOr<MpiRankOutcome> DecodeRankOutcome(absl::string_view text) {
-  return Decode<MpiRankOutcome>("rank outcome", text, [](const Json& j) {
-    MpiRankOutcome outcome;
+absl::StatusOr<RankOutcome> DecodeRankOutcome(absl::string_view text) {
+  return Decode<RankOutcome>("rank outcome", text, [](const Json& j) {
+    RankOutcome outcome;
+    outcome.peak_bytes = j.at("peak_bytes").get<int64_t>();
     outcome.heap_allocations = j.at("heap_allocations").get<int64_t>();
     for (const Json& s : j.at("steps")) {
       StepResult r;
@@ -88,7 +93,7 @@ absl::StatusOr<MpiRankOutcome> DecodeRankOutcome(absl::string_view text) {
   });
 }
 
-std::string EncodeRankFailure(const MpiRankFailure& failure) {
+std::string EncodeRankFailure(const RankFailure& failure) {
   return Json{{"world_rank", failure.world_rank},
               {"code", static_cast<int>(failure.status.code())},
               {"message", std::string(failure.status.message())},
@@ -99,9 +104,9 @@ std::string EncodeRankFailure(const MpiRankFailure& failure) {
       .dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-absl::StatusOr<MpiRankFailure> DecodeRankFailure(absl::string_view text) {
-  return Decode<MpiRankFailure>("rank failure", text, [](const Json& j) {
-    MpiRankFailure failure;
+absl::StatusOr<RankFailure> DecodeRankFailure(absl::string_view text) {
+  return Decode<RankFailure>("rank failure", text, [](const Json& j) {
+    RankFailure failure;
     failure.world_rank = j.at("world_rank").get<int>();
     failure.status = absl::Status(static_cast<absl::StatusCode>(j.at("code").get<int>()),
                                   j.at("message").get<std::string>());
@@ -113,11 +118,11 @@ absl::StatusOr<MpiRankFailure> DecodeRankFailure(absl::string_view text) {
   });
 }
 
-int RootFailure(const MpiFailures& failures) {
+int RootFailure(const RankFailures& failures) {
   int root = 0;
   auto earlier = [&](int w) {
-    const MpiRankFailure& a = *failures[w];
-    const MpiRankFailure& b = *failures[root];
+    const RankFailure& a = *failures[w];
+    const RankFailure& b = *failures[root];
     const bool a_cause = a.status.code() != absl::StatusCode::kAborted && !a.stuck;
     const bool b_cause = b.status.code() != absl::StatusCode::kAborted && !b.stuck;
     return a_cause != b_cause ? a_cause : a.failed_at_us < b.failed_at_us;
@@ -128,7 +133,7 @@ int RootFailure(const MpiFailures& failures) {
   return root;
 }
 
-std::string HowOthersStopped(const MpiFailures& failures, int root) {
+std::string HowOthersStopped(const RankFailures& failures, int root) {
   std::vector<int> aborted, timed_out, failed, stuck, silent;
   for (int w = 0; w < static_cast<int>(failures.size()); ++w) {
     if (w == root) continue;
@@ -161,20 +166,20 @@ std::string HowOthersStopped(const MpiFailures& failures, int root) {
   return absl::StrJoin(parts, ", ");
 }
 
-std::string KeepRecords(const MpiFailures& failures, const std::string& dir,
-                        std::vector<FlightRecord>& records) {
+std::string KeepRecords(const RankFailures& failures, const std::string& dir,
+                        const std::vector<int>& dumped_here, std::vector<FlightRecord>& records) {
   std::vector<std::string> unwritten;
   for (int w = 0; w < static_cast<int>(failures.size()); ++w) {
     if (!failures[w].has_value()) continue;
-    const MpiRankFailure& f = *failures[w];
+    const RankFailure& f = *failures[w];
     absl::StatusOr<FlightRecord> record = ParseFlightRecord(f.record);
     if (record.ok()) records.push_back(*std::move(record));
     absl::Status written;
     if (dir.empty()) {
       // nothing is kept on disk
-    } else if (w != 0) {
+    } else if (!std::binary_search(dumped_here.begin(), dumped_here.end(), w)) {
       written = WriteFileAtomically(absl::StrCat(dir, "/rank_", w, ".json"), f.record);
-    } else if (!f.dump_error.empty()) {  // rank 0 dumped its own
+    } else if (!f.dump_error.empty()) {  // dumped by its own rank
       written = absl::UnavailableError(f.dump_error);
     }
     if (!written.ok()) unwritten.push_back(absl::StrCat(w, " (", written.message(), ")"));

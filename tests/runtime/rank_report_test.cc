@@ -1,6 +1,6 @@
-// What the processes of an MPI replay send to world rank 0, and what rank 0
-// makes of failures (stages/mpi_outcome.h). No MPI job is needed.
-#include "stages/mpi_outcome.h"
+// What the ranks of a replay hand to world rank 0, and what rank 0 makes of
+// failures (runtime/rank_report.h).
+#include "runtime/rank_report.h"
 
 #include <string>
 #include <vector>
@@ -17,9 +17,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(MpiOutcomeTest, AnOutcomeRoundTripsExactly) {
-  MpiRankOutcome outcome;
+TEST(RankReportTest, AnOutcomeRoundTripsExactly) {
+  RankOutcome outcome;
   outcome.heap_allocations = 17;
+  outcome.peak_bytes = int64_t{3} << 33;
   StepResult step;
   step.loss = 0.1 + 0.2;  // not exactly representable in few digits
   step.start_us = 1.0 / 3;
@@ -35,8 +36,9 @@ TEST(MpiOutcomeTest, AnOutcomeRoundTripsExactly) {
   step.timeline.memory.push_back(sample);
   outcome.steps = {step, step};
 
-  ASSERT_OK_AND_ASSIGN(MpiRankOutcome back, DecodeRankOutcome(EncodeRankOutcome(outcome)));
+  ASSERT_OK_AND_ASSIGN(RankOutcome back, DecodeRankOutcome(EncodeRankOutcome(outcome)));
   EXPECT_EQ(back.heap_allocations, 17);
+  EXPECT_EQ(back.peak_bytes, int64_t{3} << 33);
   ASSERT_EQ(back.steps.size(), 2u);
   const StepResult& r = back.steps[1];
   EXPECT_EQ(r.loss, step.loss);
@@ -58,10 +60,10 @@ TEST(MpiOutcomeTest, AnOutcomeRoundTripsExactly) {
   EXPECT_EQ(r.timeline.memory[0].bytes, sample.bytes);
 }
 
-TEST(MpiOutcomeTest, AFailureRoundTrips) {
-  MpiRankFailure failure{3, absl::DeadlineExceededError("rank 3, index 4 (3F1): timed out"),
+TEST(RankReportTest, AFailureRoundTrips) {
+  RankFailure failure{3, absl::DeadlineExceededError("rank 3, index 4 (3F1): timed out"),
                          1234.5, "{\"format\": \"jitpipe.flight_record\"}", "disk full"};
-  ASSERT_OK_AND_ASSIGN(MpiRankFailure back, DecodeRankFailure(EncodeRankFailure(failure)));
+  ASSERT_OK_AND_ASSIGN(RankFailure back, DecodeRankFailure(EncodeRankFailure(failure)));
   EXPECT_EQ(back.world_rank, 3);
   EXPECT_EQ(back.status, failure.status);
   EXPECT_EQ(back.failed_at_us, 1234.5);
@@ -69,22 +71,22 @@ TEST(MpiOutcomeTest, AFailureRoundTrips) {
   EXPECT_EQ(back.dump_error, "disk full");
   EXPECT_FALSE(back.stuck);
   failure.stuck = true;
-  ASSERT_OK_AND_ASSIGN(MpiRankFailure stuck, DecodeRankFailure(EncodeRankFailure(failure)));
+  ASSERT_OK_AND_ASSIGN(RankFailure stuck, DecodeRankFailure(EncodeRankFailure(failure)));
   EXPECT_TRUE(stuck.stuck);
 }
 
-TEST(MpiOutcomeTest, MalformedTextIsInvalidArgument) {
+TEST(RankReportTest, MalformedTextIsInvalidArgument) {
   for (const char* text : {"", "{", "[]", "{\"steps\": 3}"}) {
-    absl::StatusOr<MpiRankOutcome> outcome = DecodeRankOutcome(text);
+    absl::StatusOr<RankOutcome> outcome = DecodeRankOutcome(text);
     EXPECT_EQ(outcome.status().code(), absl::StatusCode::kInvalidArgument) << text;
     EXPECT_THAT(testing::Message(outcome), ::testing::StartsWith("malformed rank outcome: "));
-    absl::StatusOr<MpiRankFailure> failure = DecodeRankFailure(text);
+    absl::StatusOr<RankFailure> failure = DecodeRankFailure(text);
     EXPECT_EQ(failure.status().code(), absl::StatusCode::kInvalidArgument) << text;
     EXPECT_THAT(testing::Message(failure), ::testing::StartsWith("malformed rank failure: "));
   }
 }
 
-MpiRankFailure Failure(int w, absl::Status status, double at_us) {
+RankFailure Failure(int w, absl::Status status, double at_us) {
   FlightRecorder recorder(w, 4);
   return {w, std::move(status), at_us, recorder.ToJson("failed"), ""};
 }
@@ -92,8 +94,8 @@ MpiRankFailure Failure(int w, absl::Status status, double at_us) {
 // Ranks 0 and 3 aborted because of rank 1, which timed out after rank 2
 // timed out; rank 2's timeout came first, so it is the root. Nobody heard
 // from rank 4.
-TEST(MpiOutcomeTest, TheRootIsTheEarliestFailureThatIsNotAnAbort) {
-  MpiFailures failures(5);
+TEST(RankReportTest, TheRootIsTheEarliestFailureThatIsNotAnAbort) {
+  RankFailures failures(5);
   failures[0] = Failure(0, absl::AbortedError("rank 1 failed"), 10);
   failures[1] = Failure(1, absl::DeadlineExceededError("rank 1 timed out"), 30);
   failures[2] = Failure(2, absl::DeadlineExceededError("rank 2 timed out"), 20);
@@ -107,8 +109,8 @@ TEST(MpiOutcomeTest, TheRootIsTheEarliestFailureThatIsNotAnAbort) {
 
 // Rank 1's watchdog reported it stuck in a stage call (a timeout-coded
 // report, sent after everyone else's): never the root, listed apart.
-TEST(MpiOutcomeTest, AStuckRankIsNeverTheRootAndIsNamedApart) {
-  MpiFailures failures(3);
+TEST(RankReportTest, AStuckRankIsNeverTheRootAndIsNamedApart) {
+  RankFailures failures(3);
   failures[0] = Failure(0, absl::AbortedError("rank 2 failed"), 10);
   failures[1] = Failure(1, absl::DeadlineExceededError("rank 1: still in a stage call"), 1);
   failures[1]->stuck = true;
@@ -117,27 +119,27 @@ TEST(MpiOutcomeTest, AStuckRankIsNeverTheRootAndIsNamedApart) {
   EXPECT_EQ(HowOthersStopped(failures, 2), "aborted (0), stuck in a stage call (1)");
 }
 
-TEST(MpiOutcomeTest, WithOnlyAbortsTheEarliestIsTheRoot) {
-  MpiFailures failures(3);
+TEST(RankReportTest, WithOnlyAbortsTheEarliestIsTheRoot) {
+  RankFailures failures(3);
   failures[0] = Failure(0, absl::AbortedError("SIGTERM"), 10);
   failures[2] = Failure(2, absl::AbortedError("SIGTERM"), 4);
   EXPECT_EQ(RootFailure(failures), 2);
   EXPECT_EQ(HowOthersStopped(failures, 2),
             "aborted (0), no report, died or did not answer (1)");
-  MpiFailures alone(1);
+  RankFailures alone(1);
   alone[0] = Failure(0, absl::AbortedError("SIGTERM"), 1);
   EXPECT_EQ(RootFailure(alone), 0);
   EXPECT_EQ(HowOthersStopped(alone, 0), "");
 }
 
-TEST(MpiOutcomeTest, KeepsTheOtherRanksRecordsInTheDirectory) {
+TEST(RankReportTest, KeepsTheOtherRanksRecordsInTheDirectory) {
   const std::string dir = testing::MakeTempDir("mpi_outcome");
-  MpiFailures failures(3);
+  RankFailures failures(3);
   failures[0] = Failure(0, absl::DeadlineExceededError("timed out"), 1);
   failures[0]->dump_error = "disk full";
   failures[2] = Failure(2, absl::AbortedError("rank 0 failed"), 2);
   std::vector<FlightRecord> records;
-  EXPECT_EQ(KeepRecords(failures, dir, records), "0 (disk full)");
+  EXPECT_EQ(KeepRecords(failures, dir, {0}, records), "0 (disk full)");
   ASSERT_EQ(records.size(), 2u);
   EXPECT_EQ(records[1].rank, 2);
   ASSERT_OK_AND_ASSIGN(std::string written, ReadFile(dir + "/rank_2.json"));
@@ -146,9 +148,9 @@ TEST(MpiOutcomeTest, KeepsTheOtherRanksRecordsInTheDirectory) {
   EXPECT_FALSE(ReadFile(dir + "/rank_1.json").ok());
 
   std::vector<FlightRecord> in_memory;
-  EXPECT_EQ(KeepRecords(failures, "", in_memory), "");
+  EXPECT_EQ(KeepRecords(failures, "", {0}, in_memory), "");
   EXPECT_EQ(in_memory.size(), 2u);
-  EXPECT_THAT(KeepRecords(failures, dir + "/missing/deeper", in_memory),
+  EXPECT_THAT(KeepRecords(failures, dir + "/missing/deeper", {0}, in_memory),
               ::testing::StartsWith("0 (disk full), 2 ("));
 }
 

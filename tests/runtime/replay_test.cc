@@ -1,7 +1,7 @@
 // The in-process driver end to end: every built-in schedule replayed with the
 // reference mlp equals the unpipelined reference trainer, measured memory
 // equals the plan, the arena runs without per-buffer allocations.
-#include "stages/inproc_runtime.h"
+#include "runtime/replay.h"
 
 #include <algorithm>
 #include <cctype>
@@ -92,7 +92,7 @@ TEST_P(ReplayGridTest, MatchesTheReferenceAndThePlan) {
   ASSERT_OK_AND_ASSIGN(Model model, ModelWithStageSizes(base, lowered.num_stages(), factory));
   const MemoryPolicy policy = mode == 1 ? MemoryPolicy::kEager : MemoryPolicy::kJit;
   ASSERT_OK_AND_ASSIGN(ReplayPlan plan, PlanReplay(lowered, model, policy));
-  InProcessOptions options;
+  ReplayOptions options;
   options.dp = c.dp;
   options.buffers = mode == 2 ? BufferMode::kArena : BufferMode::kTracked;
   ASSERT_OK_AND_ASSIGN(ReplayResult result,
@@ -182,7 +182,7 @@ class FailingFactory final : public StageFactory {
 TEST(InProcessRuntimeTest, AFailedRankStopsEveryOtherRank) {
   ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("1f1b", 2, 4, /*dp=*/2));
   FailingFactory factory(r.factory.get(), /*stage=*/1, /*replica=*/0);
-  InProcessOptions options;
+  ReplayOptions options;
   options.dp = 2;
   absl::StatusOr<ReplayResult> result =
       RunInProcess(r.plan.schedule, r.plan.executable, r.plan.plans, factory, options);
@@ -206,7 +206,7 @@ TEST(InProcessRuntimeTest, AMissingSendTimesOutWithFlightRecordsThatNameIt) {
   ASSERT_NE(send, steps.end());
   steps.erase(send);
   const std::string dir = MakeTempDir("missing_send");
-  InProcessOptions options;
+  ReplayOptions options;
   options.timeout = absl::Seconds(2);
   options.flight_dir = dir;
   absl::StatusOr<ReplayResult> result =
@@ -269,7 +269,7 @@ struct StuckRun {
   absl::StatusOr<ReplayResult> result;
   std::vector<std::string> reports;
 };
-StuckRun RunUntilStuck(const MlpReplay& r, StuckFactory& factory, InProcessOptions options) {
+StuckRun RunUntilStuck(const MlpReplay& r, StuckFactory& factory, ReplayOptions options) {
   StuckRun run;
   options.on_stuck = [&](const absl::Status& report) {
     run.reports.push_back(std::string(report.message()));
@@ -287,7 +287,7 @@ TEST(InProcessRuntimeTest, ARankStuckInAStageCallIsReportedAfterTheGrace) {
   ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("1f1b", 2, 2, 1));
   StuckFactory factory(r.factory.get(), /*stage=*/1, StuckFactory::Where::kForward);
   const std::string dir = MakeTempDir("stuck_stage");
-  InProcessOptions options;
+  ReplayOptions options;
   options.timeout = absl::Milliseconds(500);
   options.stuck_grace = absl::Milliseconds(200);
   options.flight_dir = dir;
@@ -298,8 +298,9 @@ TEST(InProcessRuntimeTest, ARankStuckInAStageCallIsReportedAfterTheGrace) {
   EXPECT_THAT(run.reports[0], StartsWith("rank 0, index "));
   EXPECT_THAT(run.reports[0], HasSubstr("timed out after 500ms waiting for receive 0RECV_B0"));
   EXPECT_THAT(run.reports[0], HasSubstr("flight analysis (records in " + dir + "): "));
-  EXPECT_THAT(run.reports[0], EndsWith("; rank 1 still running 200ms after the failure (a stage "
-                                       "call that does not return)"));
+  EXPECT_THAT(run.reports[0], HasSubstr("; other ranks: stuck in a stage call (1); "));
+  EXPECT_THAT(run.reports[0], EndsWith("rank 1's last op was index 0 (1RECV_F0), and it is at "
+                                       "index 1 (1F0)"));
   ASSERT_OK_AND_ASSIGN(std::vector<FlightRecord> records, LoadFlightRecords(dir));
   EXPECT_EQ(records.size(), 2u);
 }
@@ -312,7 +313,7 @@ TEST(InProcessRuntimeTest, ARankStuckInAStageCallIsReportedAfterTheGrace) {
 TEST(InProcessRuntimeTest, TheLastStepEndsAtABarrierBoundedByTheTimeout) {
   ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("1f1b", 2, 2, 1));
   StuckFactory factory(r.factory.get(), /*stage=*/0, StuckFactory::Where::kFinishStep);
-  InProcessOptions options;
+  ReplayOptions options;
   options.timeout = absl::Milliseconds(300);
   options.stuck_grace = absl::Milliseconds(100);
   StuckRun run = RunUntilStuck(r, factory, options);
@@ -320,15 +321,14 @@ TEST(InProcessRuntimeTest, TheLastStepEndsAtABarrierBoundedByTheTimeout) {
   EXPECT_EQ(run.result.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(Message(run.result),
               StartsWith("rank 1, after the last step: timed out after 300ms waiting at the "
-                         "step barrier for the other ranks; "));
-  EXPECT_THAT(Message(run.result), EndsWith("; rank 0 still running 100ms after the failure (a "
-                                            "stage call that does not return)"));
+                         "step barrier for the other ranks; other ranks: stuck in a stage "
+                         "call (0); "));
 }
 
 // Without a stuck rank on_stuck is never called, even with a grace of 0.
 TEST(InProcessRuntimeTest, OnStuckIsNotCalledWhenEveryRankEnds) {
   ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("1f1b", 2, 4, 1));
-  InProcessOptions options;
+  ReplayOptions options;
   options.steps = 2;
   options.stuck_grace = absl::ZeroDuration();
   int calls = 0;
@@ -342,7 +342,7 @@ TEST(InProcessRuntimeTest, OnStuckIsNotCalledWhenEveryRankEnds) {
 TEST(InProcessRuntimeTest, ReduceScatterLeavesEachReplicaItsShard) {
   ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("interleaved-1f1b", 2, 4, 2,
                                                ReduceKind::kReduceScatter));
-  InProcessOptions options;
+  ReplayOptions options;
   options.dp = 2;
   options.reduce = ReduceKind::kReduceScatter;
   ASSERT_OK_AND_ASSIGN(ReplayResult result, RunInProcess(r.plan.schedule, r.plan.executable,
@@ -363,7 +363,7 @@ TEST(InProcessRuntimeTest, ReduceScatterLeavesEachReplicaItsShard) {
 // of every step with reductions, memory samples and all spans in order.
 TEST(InProcessRuntimeTest, RunsSeveralStepsAndRecordsTheirTimeline) {
   ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("zbv", 2, 4, 1));
-  InProcessOptions options;
+  ReplayOptions options;
   options.steps = 3;
   options.record_timeline = true;
   int reported = 0;
@@ -391,7 +391,7 @@ TEST(InProcessRuntimeTest, RunsSeveralStepsAndRecordsTheirTimeline) {
 
 TEST(InProcessRuntimeTest, RefusesOptionsOutOfRange) {
   ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("gpipe", 2, 2, 1));
-  InProcessOptions options;
+  ReplayOptions options;
   options.dp = 0;
   EXPECT_EQ(Message(RunInProcess(r.plan.schedule, r.plan.executable, r.plan.plans, *r.factory,
                                  options)),
@@ -430,7 +430,7 @@ TEST_P(RealFileTest, ReplaysExactly) {
   ASSERT_OK_AND_ASSIGN(Schedule s, LoadSchedule(TestdataPath("conformance/real/" + real.file), csv));
   for (int dp : real.dps) {
     ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp(s, dp));
-    InProcessOptions options;
+    ReplayOptions options;
     options.dp = dp;
     ASSERT_OK_AND_ASSIGN(ReplayResult result, RunInProcess(r.plan.schedule, r.plan.executable,
                                                            r.plan.plans, *r.factory, options));

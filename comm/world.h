@@ -1,0 +1,108 @@
+// The world: the job a replay runs in -- how many world ranks it has, which
+// of them this process runs, each local rank's Transport, and the job-level
+// operations a driver needs besides the transport's traffic: a barrier,
+// gathering results at world rank 0, collecting reports after a failure, and
+// aborting. One interface, one driver over it (runtime/replay.h); a backend
+// is one folder of comm/ implementing both this and transport.h:
+//   comm/inproc   every rank a thread of this process (CreateInProcessWorld)
+//   comm/mpi      one rank per process of an MPI job (InitMpi; the context
+//                 is the world)
+//
+// Job-level calls are made in the same order by every rank. The barrier is
+// per rank (each local rank's thread calls it); Gather and
+// CollectAfterFailure are per process (one call with one payload per local
+// rank, in local_ranks() order). Every call is bounded: DeadlineExceeded
+// after its timeout, Aborted once the job has been aborted.
+//
+// Thread safety: every method may be called from any thread.
+#ifndef JITPIPE_COMM_WORLD_H_
+#define JITPIPE_COMM_WORLD_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "comm/transport.h"
+
+namespace jitpipe {
+
+// When a posted send completes, which decides what a program must guarantee
+// to run over the backend (scheduler/passes/validate.h).
+enum class SendCompletion {
+  kEager,       // when posted: the bytes are copied out (in-process)
+  kRendezvous,  // possibly only once its receive is posted (MPI, large messages)
+};
+
+class World {
+ public:
+  virtual ~World() = default;
+
+  // The backend, as messages name it: "MPI", "in-process".
+  virtual std::string name() const = 0;
+  virtual int size() const = 0;
+  // The world ranks this process runs, ascending.
+  virtual const std::vector<int>& local_ranks() const = 0;
+  bool is_local(int world_rank) const;
+  // Whether this process runs world rank 0, which receives what Gather and
+  // CollectAfterFailure hand over.
+  bool is_root() const { return is_local(0); }
+
+  // OK when the job fits a pp x dp layout (size() == pp * dp, and any
+  // groups the backend set up match dp); InvalidArgument saying what to
+  // change otherwise.
+  virtual absl::Status CheckLayout(int pp, int dp) const;
+
+  // Local rank w's endpoint; owned by the world, valid while it lives.
+  // REQUIRES: is_local(w).
+  virtual Transport& transport(int world_rank) = 0;
+  virtual SendCompletion send_completion() const = 0;
+
+  // Local rank w's part of a barrier of every world rank: OK once all have
+  // arrived; DeadlineExceeded ("timed out after 2s waiting at the step
+  // barrier ...") when `timeout` passes first; Aborted once the job is.
+  virtual absl::Status Barrier(int world_rank, absl::Duration timeout) = 0;
+
+  // This process's payloads, one per local rank. At the root: every rank's
+  // payload, by world rank. Elsewhere: an empty vector once rank 0 has them.
+  virtual absl::StatusOr<std::vector<std::string>> Gather(absl::Span<const std::string> local,
+                                                          absl::Duration timeout) = 0;
+
+  // After a failure (the job aborted or about to end): hands the payloads
+  // to rank 0 even though the job is aborted. At the root: every rank's
+  // payload by world rank, nullopt for those that did not arrive within
+  // `grace`; elsewhere an empty vector once rank 0 has taken them or the
+  // grace has passed. At most once per process.
+  virtual std::vector<std::optional<std::string>> CollectAfterFailure(
+      absl::Span<const std::string> local, absl::Duration grace) = 0;
+
+  // Aborts the job on behalf of local rank w: every pending and later
+  // operation of every rank fails with Aborted "rank <w> failed: <reason>"
+  // (as far as the backend reaches), barriers included. The first abort
+  // wins; later calls do nothing.
+  virtual void Abort(int world_rank, const std::string& reason) = 0;
+  // Whether the job has been aborted (here or, as far as this process can
+  // tell, anywhere).
+  virtual bool aborted() = 0;
+
+  // Keeps `object` alive as long as the backend may still write into it:
+  // after a failure, the buffers of operations it cannot cancel.
+  virtual void RetainUntilEnd(std::shared_ptr<const void> object) = 0;
+  // The job has a rank that will never end (stuck in a stage call): end
+  // the job by force when this world is destroyed (MPI_Abort), since an
+  // orderly end would wait for that rank. Nothing to do in process.
+  virtual void EndWithAbort() = 0;
+
+  // Bytes the backend staged for sends whose receives were not posted yet,
+  // at most, over this process's ranks (0 when the backend does not stage).
+  virtual int64_t PeakInFlightBytes() const = 0;
+};
+
+}  // namespace jitpipe
+
+#endif  // JITPIPE_COMM_WORLD_H_

@@ -1,0 +1,90 @@
+#include "runtime/rank_runner.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace jitpipe {
+namespace {
+
+std::shared_ptr<BufferProvider> MakeBuffers(const RankExecutable& exe, const RankMemoryPlan& plan,
+                                            BufferMode mode) {
+  if (mode == BufferMode::kArena) {
+    return std::make_shared<ArenaBuffers>(exe.buffer_bytes, plan.arena.offsets,
+                                          plan.arena.arena_bytes, plan.options.alignment);
+  }
+  return std::make_shared<TrackedBuffers>(exe.buffer_bytes);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RankRunner>> RankRunner::Create(
+    const Schedule& schedule, const Executable& executable, absl::Span<const RankMemoryPlan> plans,
+    int world_rank, Transport& transport, StageFactory& factory, const ReplayOptions& options) {
+  const int pp = schedule.pp;
+  if (options.dp < 1 || world_rank < 0 || world_rank >= pp * options.dp) {
+    return absl::InvalidArgumentError(absl::StrCat("world rank ", world_rank,
+                                                   " is outside pp ", pp, " x dp ", options.dp));
+  }
+  const int rank = world_rank % pp;
+  if (plans.size() != static_cast<size_t>(pp) || executable.ranks.size() != static_cast<size_t>(pp)) {
+    return absl::InvalidArgumentError(absl::StrCat("the plans (", plans.size(),
+                                                   ") and the executable (", executable.ranks.size(),
+                                                   ") must have one entry per rank (", pp, ")"));
+  }
+  const size_t buffers = executable.ranks[rank].buffer_bytes.size();
+  if (plans[rank].buffers.buffers.size() != buffers) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, ": the plan has ",
+                                                   plans[rank].buffers.buffers.size(),
+                                                   " buffers but the executable ", buffers));
+  }
+  if (options.buffers == BufferMode::kArena && plans[rank].arena.offsets.size() != buffers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, ": arena buffers need a plan with an arena"));
+  }
+  std::unique_ptr<RankRunner> runner(new RankRunner(
+      schedule, executable, world_rank, pp, transport,
+      MakeBuffers(executable.ranks[rank], plans[rank], options.buffers), options));
+  runner->stages_.assign(schedule.num_stages(), nullptr);
+  for (int s = 0; s < schedule.num_stages(); ++s) {
+    if (schedule.RankOf(s) != rank) continue;
+    ASSIGN_OR_RETURN(std::unique_ptr<Stage> stage, factory.Make(s, runner->replica_));
+    runner->stages_[s] = stage.get();
+    runner->owned_stages_.push_back(std::move(stage));
+  }
+  return runner;
+}
+
+RankRunner::RankRunner(const Schedule& schedule, const Executable& executable, int world_rank,
+                       int pp, Transport& transport, std::shared_ptr<BufferProvider> buffers,
+                       const ReplayOptions& options)
+    : schedule_(schedule),
+      executable_(executable),
+      options_(options),
+      world_rank_(world_rank),
+      rank_(world_rank % pp),
+      replica_(world_rank / pp),
+      buffers_(std::move(buffers)),
+      recorder_(world_rank, pp * options.dp),
+      recorded_(&transport, &recorder_) {}
+
+RankRunner::~RankRunner() = default;
+
+absl::Status RankRunner::Start(std::chrono::steady_clock::time_point origin) {
+  const RankExecutorOptions eo{replica_,         options_.dp, options_.reduce,
+                               options_.timeout, origin,      options_.record_timeline};
+  ASSIGN_OR_RETURN(executor_, RankExecutor::Create(schedule_, executable_, rank_, &recorded_,
+                                                   stages_, buffers_.get(), &recorder_, eo));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> RankRunner::RunStep() { return executor_->RunStep(); }
+
+absl::Status RankRunner::Fail(const absl::Status& status, const std::string& dir) {
+  if (!dir.empty()) (void)recorder_.Dump(dir, status.message());  // best effort: `status` is the news
+  recorded_.Abort(std::string(status.message()));
+  return status;
+}
+
+}  // namespace jitpipe
