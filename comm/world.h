@@ -93,10 +93,14 @@ class World {
   // Keeps `object` alive as long as the backend may still write into it:
   // after a failure, the buffers of operations it cannot cancel.
   virtual void RetainUntilEnd(std::shared_ptr<const void> object) = 0;
-  // The job has a rank that will never end (stuck in a stage call): end
-  // the job by force when this world is destroyed (MPI_Abort), since an
-  // orderly end would wait for that rank. Nothing to do in process.
-  virtual void EndWithAbort() = 0;
+  // This process is about to end without its destructors, because a local
+  // rank is stuck in a stage call (its thread holds the run's objects):
+  // leave the job in order now, so that the other processes' orderly end
+  // does not wait for this one. MPI: MPI_Finalize (MPI_Abort if this
+  // process's failure report did not reach rank 0); in process: nothing.
+  // REQUIRES: called from the thread that created the world, and the
+  // process makes no transport call afterwards (it exits).
+  virtual void LeaveBeforeExit() = 0;
 
   // Bytes the backend staged for sends whose receives were not posted yet,
   // at most, over this process's ranks (0 when the backend does not stage).

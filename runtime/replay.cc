@@ -255,14 +255,12 @@ class Replay {
   // then end the process through on_stuck (see ReplayOptions).
   absl::Status EndStuck(const std::vector<size_t>& stuck, std::vector<std::thread>& threads) {
     const absl::Status report = Failed(stuck);
-    // Rank 0 elsewhere ends the job by force once it has the report; wait
-    // for that first, so that the launcher does not kill rank 0 first.
-    if (!world_.is_root()) absl::SleepFor(options_.timeout);
     if (options_.on_stuck) {
-      options_.on_stuck(report);
+      options_.on_stuck(report, world_);
     } else {
       std::fprintf(stderr, "jitpipe: %s\n", std::string(report.message()).c_str());
       std::fflush(nullptr);
+      world_.LeaveBeforeExit();
       std::_Exit(1);
     }
     for (std::thread& t : threads) t.join();
@@ -310,9 +308,6 @@ class Replay {
     if (!world_.is_root()) {  // this process's own root failure
       const RankFailures local(mine.begin(), mine.end());
       return mine[RootFailure(local)].status;
-    }
-    for (const std::optional<RankFailure>& f : failures) {
-      if (f.has_value() && f->stuck) world_.EndWithAbort();
     }
     return FailureReport(failures);
   }

@@ -47,9 +47,10 @@
 // options.stuck_grace after the job was aborted is reported as "stuck in a
 // stage call (1)" among the other ranks, with its record as it stood when
 // the process's first rank failed (or when the grace ended, if none did);
-// rank 0 then has the world end by force (World::EndWithAbort), and the
-// process that holds the stuck rank ends through options.on_stuck -- after
-// waiting `timeout` for that forced end, when rank 0 is elsewhere.
+// the process that holds the stuck rank hands its report to rank 0 like
+// every process, then ends through options.on_stuck, leaving the world in
+// order first (World::LeaveBeforeExit), so no launcher has to end the job
+// by force.
 //
 // Memory: over the in-process backend's eager protocol a send completes
 // when posted, so each rank's measured peak equals its plan's peak exactly

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "comm/world.h"
 #include "scheduler/ir/model.h"
 
 namespace jitpipe {
@@ -32,12 +33,14 @@ struct ReplayOptions {
   // No thread can be stopped from outside, and the run cannot return while
   // that thread still uses the run's arguments, so, like PyTorch's NCCL
   // watchdog, the process ends: the driver calls on_stuck with the failure
-  // report (naming the stuck ranks; flight records are written by then).
-  // Empty: the report goes to stderr and the process exits with status 1
-  // (std::_Exit, so that no destructor runs under the stuck thread). If
+  // report (naming the stuck ranks; flight records are written by then)
+  // and the world, which on_stuck leaves (World::LeaveBeforeExit) once the
+  // report is out, right before std::_Exit -- so that no destructor runs
+  // under the stuck thread, and the other processes of a job end in order.
+  // Empty: the report goes to stderr, then the same with status 1. If
   // on_stuck returns, the run waits for the threads after all.
   absl::Duration stuck_grace = absl::Seconds(2);
-  std::function<void(const absl::Status&)> on_stuck;
+  std::function<void(const absl::Status& report, World& world)> on_stuck;
 };
 
 }  // namespace jitpipe

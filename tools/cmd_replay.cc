@@ -322,10 +322,11 @@ int RunReplay(const Command& command, const Invocation& invocation) {
   // A rank stuck in a stage call holds its thread forever: the report is
   // printed and the process ends here, without the destructors that would
   // wait for that thread.
-  f.run.on_stuck = [&](const absl::Status& report) {
+  f.run.on_stuck = [&](const absl::Status& report, World& world) {
     bar.Clear();
     Fail(command, in_file(report));
     std::fflush(nullptr);
+    world.LeaveBeforeExit();
     std::_Exit(kExitFailure);
   };
   absl::StatusOr<ReplayResult> result;

@@ -159,7 +159,7 @@ class Fabric final : public InProcessWorld {
     absl::MutexLock lock(&mu_);
     retained_.push_back(std::move(object));
   }
-  void EndWithAbort() override {}
+  void LeaveBeforeExit() override {}
   int64_t InFlightBytes() const override {
     absl::MutexLock lock(&mu_);
     return in_flight_;

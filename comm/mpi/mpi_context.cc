@@ -121,10 +121,14 @@ class Context final : public MpiContext {
   std::vector<std::optional<std::string>> CollectAfterFailure(absl::string_view payload,
                                                               absl::Duration grace) override;
   bool aborted() override { return world_->aborted(); }
-  void EndWithAbort() override { end_with_abort_ = true; }
+  void LeaveBeforeExit() override { End(); }
 
  private:
   void WatchSigterm();
+  // Stops the watcher and ends MPI: MPI_Finalize when this process's part
+  // ended in order (a failure report handed over, or no failure), else
+  // MPI_Abort, which has the launcher end every process. Once.
+  void End();
   // Posts a job-level collective through `post` and waits for it.
   absl::Status RunJobCollective(absl::string_view call, absl::string_view what, absl::Time deadline,
                                 absl::Duration timeout, absl::FunctionRef<int(MPI_Request*)> post);
@@ -154,7 +158,7 @@ class Context final : public MpiContext {
   // CollectAfterFailure: called, and this process's part completed.
   std::atomic<bool> collected_{false};
   std::atomic<bool> collected_all_{false};
-  std::atomic<bool> end_with_abort_{false};
+  bool ended_ = false;  // End() ran (on the thread that created the context)
 };
 
 void Context::WatchSigterm() {
@@ -166,14 +170,17 @@ void Context::WatchSigterm() {
   }
 }
 
-Context::~Context() {
+Context::~Context() { End(); }
+
+void Context::End() {
+  if (ended_) return;
+  ended_ = true;
   if (watcher_.joinable()) {
     stopping_ = true;
     pthread_kill(watcher_.native_handle(), SIGTERM);
     watcher_.join();
   }
-  const bool clean =
-      !end_with_abort_ && (collected_ ? collected_all_.load() : !world_->aborted());
+  const bool clean = collected_ ? collected_all_.load() : !world_->aborted();
   world_->Shutdown();
   // The transport, the world and what callers retained are destroyed after
   // MPI has ended: until then MPI may still write into their buffers.

@@ -79,7 +79,10 @@
 //     0, bounded by a grace period) and destroys its context: MPI_Finalize
 //     when its part of that exchange completed (rank 0: every payload
 //     arrived; the others: rank 0 took theirs), else MPI_Abort(1), because a
-//     dead or stuck process can then be reached only by the launcher.
+//     dead process can then be reached only by the launcher.
+//   a rank stuck in a stage call: its process takes part in that exchange
+//     too, then ends MPI from its main thread (LeaveBeforeExit: the stuck
+//     thread makes no MPI call) and exits, so the job still ends in order.
 //
 // Thread safety: the context and its transport may be used from any thread.
 #ifndef JITPIPE_COMM_MPI_MPI_TRANSPORT_H_
@@ -165,10 +168,12 @@ class MpiContext : public World {
   // Whether this process's part of the job is aborted: by a failure here, a
   // notice from another process, or SIGTERM (polls for notices). Any thread.
   bool aborted() override = 0;
-  // Makes the destructor end the job with MPI_Abort whatever was collected:
-  // for a job with a process that cannot reach MPI_Finalize (a rank stuck
-  // in a stage call), which the others' MPI_Finalize would wait for.
-  void EndWithAbort() override = 0;
+  // Ends MPI now (see World): the destructor then makes no MPI call. A
+  // stuck process finalises like the others rather than have the job ended
+  // by MPI_Abort: mpirun 4.1 deadlocks or crashes in PMIx_server_finalize
+  // about one job in four when an abort races with the other processes'
+  // exits (tests/mpi/mpi_jobs_test.cc, MpiStuckStageJobTest).
+  void LeaveBeforeExit() override = 0;
 };
 
 // Starts MPI (MPI_Init_thread asking for MPI_THREAD_SERIALIZED) and sets up

@@ -276,7 +276,7 @@ struct StuckRun {
 };
 StuckRun RunUntilStuck(const MlpReplay& r, StuckFactory& factory, ReplayOptions options) {
   StuckRun run;
-  options.on_stuck = [&](const absl::Status& report) {
+  options.on_stuck = [&](const absl::Status& report, World&) {
     run.reports.push_back(std::string(report.message()));
     factory.Release();
   };
@@ -337,7 +337,7 @@ TEST(InProcessRuntimeTest, OnStuckIsNotCalledWhenEveryRankEnds) {
   options.steps = 2;
   options.stuck_grace = absl::ZeroDuration();
   int calls = 0;
-  options.on_stuck = [&calls](const absl::Status&) { ++calls; };
+  options.on_stuck = [&calls](const absl::Status&, World&) { ++calls; };
   ASSERT_OK(RunInProcess(r.plan.schedule, r.plan.executable, r.plan.plans, *r.factory, options)
                 .status());
   EXPECT_EQ(calls, 0);
