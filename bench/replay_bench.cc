@@ -31,14 +31,19 @@ constexpr int kSteps = 20;
 class NoopStage final : public Stage {
  public:
   StageSizes Sizes() const override { return {}; }
-  absl::Status LoadInput(int, MutableBytes) override { return absl::OkStatus(); }
-  absl::Status Forward(int, ConstBytes, MutableBytes, MutableBytes) override {
+  absl::Status LoadInput(const ExecutionContext&, int, MutableBytes) override {
     return absl::OkStatus();
   }
-  absl::Status BackwardInput(int, ConstBytes, MutableBytes, MutableBytes) override {
+  absl::Status Forward(const ExecutionContext&, int, ConstBytes, MutableBytes,
+                       MutableBytes) override {
     return absl::OkStatus();
   }
-  absl::Status BackwardWeight(int, ConstBytes, ConstBytes, ConstBytes, MutableBytes) override {
+  absl::Status BackwardInput(const ExecutionContext&, int, ConstBytes, MutableBytes,
+                             MutableBytes) override {
+    return absl::OkStatus();
+  }
+  absl::Status BackwardWeight(const ExecutionContext&, int, ConstBytes, ConstBytes, ConstBytes,
+                              MutableBytes) override {
     return absl::OkStatus();
   }
 };

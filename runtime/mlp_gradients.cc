@@ -37,8 +37,8 @@ absl::Status RecordGradients(absl::string_view bytes, MlpStageFactory& factory) 
       return absl::InvalidArgumentError("truncated gradient record");
     }
     ASSIGN_OR_RETURN(std::unique_ptr<Stage> stage, factory.Make(header[0], header[1]));
-    RETURN_IF_ERROR(
-        stage->FinishStep(ConstBytes(reinterpret_cast<const std::byte*>(bytes.data()), size)));
+    RETURN_IF_ERROR(stage->FinishStep(
+        ExecutionContext{}, ConstBytes(reinterpret_cast<const std::byte*>(bytes.data()), size)));
     bytes.remove_prefix(size);
   }
   return absl::OkStatus();

@@ -1,6 +1,7 @@
 #include "stages/buffer_provider.h"
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 #include <utility>
 
@@ -26,6 +27,10 @@ void BufferProvider::CountAllocate(int32_t id) {
   live_[id] = true;
   live_bytes_ += buffer_bytes_[id];
   peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+}
+
+void BufferProvider::Zero(MutableBytes bytes) {
+  if (!bytes.empty()) std::memset(bytes.data(), 0, bytes.size());
 }
 
 bool BufferProvider::CountRelease(int32_t id) {

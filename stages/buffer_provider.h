@@ -12,7 +12,14 @@
 //                   the plan's prediction.
 //
 // Both count live bytes the same way (the planned sizes), so their peaks
-// agree; only TrackedBuffers' memory really comes and goes.
+// agree; only TrackedBuffers' memory really comes and goes. Both hand out
+// host memory and release a buffer when they are told to.
+//
+// A device provider differs in two ways the contract already carries: its
+// memory_space() is kDevice, and it may take a sent buffer's release while
+// the send is still reading it (ReleasesAfterRequests: a stream-ordered
+// free), so that the executor never blocks the host on a send to reuse
+// memory.
 //
 // Thread safety: a provider belongs to one rank and is used by its compute
 // thread only; the accessors may be read after the run.
@@ -27,6 +34,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "comm/transport.h"
+#include "stages/execution_context.h"
 #include "stages/stage.h"
 
 namespace jitpipe {
@@ -49,6 +58,31 @@ class BufferProvider {
   // transfer has completed before anything is allocated after the point the
   // plan releases it.
   virtual bool ReusesReleasedBytes() const = 0;
+
+  // Where the memory Allocate returns lives; handed to every Stage call.
+  virtual MemorySpace memory_space() const { return MemorySpace::kHost; }
+
+  // Sets `bytes` (memory this provider handed out) to zero: memset on the
+  // host; a device provider enqueues a memset on its stream.
+  virtual void Zero(MutableBytes bytes);
+
+  // Stream-ordered release. True when the provider takes a sent buffer's
+  // release ahead of the send's completion: right after posting a send, the
+  // executor calls ReleaseAfter(id, request) for each buffer the plan
+  // releases on it, and never Release; when it later sees the request
+  // complete (Test or Wait), it calls RequestCompleted(request). The
+  // provider must not hand those bytes out again before the send has read
+  // them: a host provider reclaims them at RequestCompleted; a device
+  // provider may instead order the free after the send on its stream and
+  // reuse the bytes in stream order. It counts a release when it reclaims,
+  // so live and peak bytes stay what memory really holds. The executor then
+  // never blocks on a send before reusing memory. Both providers here
+  // return false.
+  virtual bool ReleasesAfterRequests() const { return false; }
+  // REQUIRES: ReleasesAfterRequests(); `id` live; `request` the send that
+  // reads it.
+  virtual void ReleaseAfter(int32_t /*id*/, RequestId /*request*/) {}
+  virtual void RequestCompleted(RequestId /*request*/) {}
 
   int64_t live_bytes() const { return live_bytes_; }
   int64_t peak_bytes() const { return peak_bytes_; }

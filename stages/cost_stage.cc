@@ -69,13 +69,15 @@ class CostStage final : public Stage {
     return {cost_.input_bytes, cost_.output_bytes, cost_.stash_bytes, grad_bytes_};
   }
 
-  absl::Status LoadInput(int microbatch, MutableBytes input) override {
+  absl::Status LoadInput(const ExecutionContext& ctx, int microbatch, MutableBytes input) override {
+    RETURN_IF_ERROR(RequireHost(ctx, "the cost stage"));
     Write(input, {stage_ - 1, microbatch, 0});
     return absl::OkStatus();
   }
 
-  absl::Status Forward(int microbatch, ConstBytes input, MutableBytes output,
-                       MutableBytes stash) override {
+  absl::Status Forward(const ExecutionContext& ctx, int microbatch, ConstBytes input,
+                       MutableBytes output, MutableBytes stash) override {
+    RETURN_IF_ERROR(RequireHost(ctx, "the cost stage"));
     RETURN_IF_ERROR(Expect(input, {stage_ - 1, microbatch, 0}, microbatch, "input"));
     Spend(ActionKind::kForward, microbatch);
     Write(output, {stage_, microbatch, 0});
@@ -83,8 +85,9 @@ class CostStage final : public Stage {
     return absl::OkStatus();
   }
 
-  absl::Status BackwardInput(int microbatch, ConstBytes output_grad, MutableBytes /*stash*/,
-                             MutableBytes input_grad) override {
+  absl::Status BackwardInput(const ExecutionContext& ctx, int microbatch, ConstBytes output_grad,
+                             MutableBytes /*stash*/, MutableBytes input_grad) override {
+    RETURN_IF_ERROR(RequireHost(ctx, "the cost stage"));
     if (!last_) {
       RETURN_IF_ERROR(Expect(output_grad, {stage_ + 1, microbatch, 1}, microbatch, "output_grad"));
     }
@@ -93,16 +96,19 @@ class CostStage final : public Stage {
     return absl::OkStatus();
   }
 
-  absl::Status BackwardWeight(int microbatch, ConstBytes /*input*/, ConstBytes /*output_grad*/,
-                              ConstBytes /*stash*/, MutableBytes param_grad) override {
+  absl::Status BackwardWeight(const ExecutionContext& ctx, int microbatch, ConstBytes /*input*/,
+                              ConstBytes /*output_grad*/, ConstBytes /*stash*/,
+                              MutableBytes param_grad) override {
+    RETURN_IF_ERROR(RequireHost(ctx, "the cost stage"));
     Spend(ActionKind::kBackwardWeight, microbatch);
     Write(param_grad, {stage_, microbatch, 1});
     return absl::OkStatus();
   }
 
-  absl::Status Backward(int microbatch, ConstBytes /*input*/, ConstBytes output_grad,
-                        MutableBytes /*stash*/, MutableBytes input_grad,
+  absl::Status Backward(const ExecutionContext& ctx, int microbatch, ConstBytes /*input*/,
+                        ConstBytes output_grad, MutableBytes /*stash*/, MutableBytes input_grad,
                         MutableBytes param_grad) override {
+    RETURN_IF_ERROR(RequireHost(ctx, "the cost stage"));
     if (!last_) {
       RETURN_IF_ERROR(Expect(output_grad, {stage_ + 1, microbatch, 1}, microbatch, "output_grad"));
     }

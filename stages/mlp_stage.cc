@@ -52,26 +52,27 @@ absl::Status MlpStage::Check(absl::string_view role, size_t bytes, int64_t float
                                                  floats * static_cast<int64_t>(sizeof(float))));
 }
 
-absl::Status MlpStage::CheckMicrobatch(int microbatch) const {
+absl::Status MlpStage::CheckCall(const ExecutionContext& ctx, int microbatch) const {
+  RETURN_IF_ERROR(RequireHost(ctx, absl::StrCat("mlp stage ", stage_)));
   if (microbatch >= 0 && microbatch < layout_.microbatches_per_chain()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("mlp stage ", stage_, ": microbatch ",
                                                  microbatch, " is outside 0..",
                                                  layout_.microbatches_per_chain() - 1));
 }
 
-absl::Status MlpStage::LoadInput(int microbatch, MutableBytes input) {
-  RETURN_IF_ERROR(CheckMicrobatch(microbatch));
+absl::Status MlpStage::LoadInput(const ExecutionContext& ctx, int microbatch, MutableBytes input) {
+  RETURN_IF_ERROR(CheckCall(ctx, microbatch));
   RETURN_IF_ERROR(Check("input", input.size(), options_.shape.activation_floats(), false));
   MlpFill(options_.shape, options_.seed, MlpData::kInput, replica_, chain_, microbatch,
           Floats(input));
   return absl::OkStatus();
 }
 
-absl::Status MlpStage::Forward(int microbatch, ConstBytes input, MutableBytes output,
-                               MutableBytes stash) {
+absl::Status MlpStage::Forward(const ExecutionContext& ctx, int microbatch, ConstBytes input,
+                               MutableBytes output, MutableBytes stash) {
   const MlpShape& s = options_.shape;
   const int64_t n = s.activation_floats();
-  RETURN_IF_ERROR(CheckMicrobatch(microbatch));
+  RETURN_IF_ERROR(CheckCall(ctx, microbatch));
   RETURN_IF_ERROR(Check("input", input.size(), n, false));
   RETURN_IF_ERROR(Check("output", output.size(), n, last_));
   RETURN_IF_ERROR(Check("stash", stash.size(), 2 * s.layers * n, false));
@@ -88,11 +89,12 @@ absl::Status MlpStage::Forward(int microbatch, ConstBytes input, MutableBytes ou
 
 // The chain's last stage has no output gradient: it derives d loss / d y
 // from the saved output and the target, straight into its last dz.
-absl::Status MlpStage::BackwardInput(int microbatch, ConstBytes output_grad, MutableBytes stash,
+absl::Status MlpStage::BackwardInput(const ExecutionContext& ctx, int microbatch,
+                                     ConstBytes output_grad, MutableBytes stash,
                                      MutableBytes input_grad) {
   const MlpShape& s = options_.shape;
   const int64_t n = s.activation_floats();
-  RETURN_IF_ERROR(CheckMicrobatch(microbatch));
+  RETURN_IF_ERROR(CheckCall(ctx, microbatch));
   RETURN_IF_ERROR(Check("output_grad", output_grad.size(), last_ ? 0 : n, last_));
   RETURN_IF_ERROR(Check("stash", stash.size(), 2 * s.layers * n, false));
   RETURN_IF_ERROR(Check("input_grad", input_grad.size(), first_ ? 0 : n, first_));
@@ -109,11 +111,12 @@ absl::Status MlpStage::BackwardInput(int microbatch, ConstBytes output_grad, Mut
   return absl::OkStatus();
 }
 
-absl::Status MlpStage::BackwardWeight(int microbatch, ConstBytes input, ConstBytes /*output_grad*/,
-                                      ConstBytes stash, MutableBytes param_grad) {
+absl::Status MlpStage::BackwardWeight(const ExecutionContext& ctx, int microbatch, ConstBytes input,
+                                      ConstBytes /*output_grad*/, ConstBytes stash,
+                                      MutableBytes param_grad) {
   const MlpShape& s = options_.shape;
   const int64_t n = s.activation_floats();
-  RETURN_IF_ERROR(CheckMicrobatch(microbatch));
+  RETURN_IF_ERROR(CheckCall(ctx, microbatch));
   RETURN_IF_ERROR(Check("input", input.size(), n, false));
   RETURN_IF_ERROR(Check("stash", stash.size(), 2 * s.layers * n, false));
   RETURN_IF_ERROR(Check("param_grad", param_grad.size(), s.block_params(), false));
@@ -127,7 +130,8 @@ double MlpStage::Loss(int microbatch) const {
   return losses_[microbatch];
 }
 
-absl::Status MlpStage::FinishStep(ConstBytes param_grad) {
+absl::Status MlpStage::FinishStep(const ExecutionContext& ctx, ConstBytes param_grad) {
+  RETURN_IF_ERROR(RequireHost(ctx, absl::StrCat("mlp stage ", stage_)));
   RETURN_IF_ERROR(Check("param_grad", param_grad.size(), options_.shape.block_params(), false));
   if (finished_grads_ != nullptr) {
     const float* g = Floats(param_grad);

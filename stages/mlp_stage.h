@@ -65,21 +65,26 @@ class MlpStage final : public Stage {
            std::vector<float>* finished_grads);
 
   StageSizes Sizes() const override;
-  absl::Status LoadInput(int microbatch, MutableBytes input) override;
-  absl::Status Forward(int microbatch, ConstBytes input, MutableBytes output,
-                       MutableBytes stash) override;
-  absl::Status BackwardInput(int microbatch, ConstBytes output_grad, MutableBytes stash,
-                             MutableBytes input_grad) override;
-  absl::Status BackwardWeight(int microbatch, ConstBytes input, ConstBytes output_grad,
-                              ConstBytes stash, MutableBytes param_grad) override;
+  // Every call fails with FailedPrecondition in a device context or with a
+  // stream: the reference computes on the host.
+  absl::Status LoadInput(const ExecutionContext& ctx, int microbatch, MutableBytes input) override;
+  absl::Status Forward(const ExecutionContext& ctx, int microbatch, ConstBytes input,
+                       MutableBytes output, MutableBytes stash) override;
+  absl::Status BackwardInput(const ExecutionContext& ctx, int microbatch, ConstBytes output_grad,
+                             MutableBytes stash, MutableBytes input_grad) override;
+  absl::Status BackwardWeight(const ExecutionContext& ctx, int microbatch, ConstBytes input,
+                              ConstBytes output_grad, ConstBytes stash,
+                              MutableBytes param_grad) override;
   double Loss(int microbatch) const override;
-  absl::Status FinishStep(ConstBytes param_grad) override;
+  absl::Status FinishStep(const ExecutionContext& ctx, ConstBytes param_grad) override;
 
  private:
   // InvalidArgument unless `bytes` holds `floats` floats (or may be empty
   // and is).
   absl::Status Check(absl::string_view role, size_t bytes, int64_t floats, bool may_be_empty) const;
-  absl::Status CheckMicrobatch(int microbatch) const;
+  // RequireHost (execution_context.h), then InvalidArgument for a
+  // microbatch outside the chain's.
+  absl::Status CheckCall(const ExecutionContext& ctx, int microbatch) const;
 
   const MlpOptions options_;
   const MlpLayout layout_;

@@ -1,7 +1,6 @@
 #include "stages/rank_executor.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -44,6 +43,10 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
     absl::Span<Stage* const> stages, BufferProvider* buffers, FlightRecorder* recorder,
     const RankExecutorOptions& options) {
   RETURN_IF_ERROR(CheckOptions(schedule, rank, *transport, options));
+  if (buffers->memory_space() == MemorySpace::kDevice && options.device < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank, ": the buffer provider hands out device memory but no device was given"));
+  }
   std::vector<Stage*> by_stage(schedule.num_stages(), nullptr);
   for (int s = 0; s < schedule.num_stages(); ++s) {
     if (schedule.RankOf(s) != rank) continue;
@@ -76,7 +79,9 @@ RankExecutor::RankExecutor(const Schedule& schedule, const Executable& executabl
       stages_(std::move(stages)),
       buffers_(buffers),
       recorder_(recorder),
-      options_(options) {
+      options_(options),
+      context_{buffers->memory_space(), options.device, options.stream},
+      release_after_requests_(buffers->ReleasesAfterRequests()) {
   const RankProgram& program = schedule.ranks[rank];
   absl::flat_hash_map<int32_t, int32_t> slot_of_transfer;
   texts_.reserve(exe_.steps.size());
@@ -203,7 +208,7 @@ absl::StatusOr<StepResult> RankExecutor::RunStep() {
 absl::Status RankExecutor::RunProgramStep(int32_t i, StepResult& result) {
   const ExecStep& step = exe_.steps[i];
   if (recorder_ != nullptr) recorder_->SetPosition(step.index, texts_[i]);
-  if (buffers_->ReusesReleasedBytes() && !pending_sends_.empty() &&
+  if (buffers_->ReusesReleasedBytes() && !release_after_requests_ && !pending_sends_.empty() &&
       step.allocate_begin != step.allocate_end) {
     RETURN_IF_ERROR(CompleteSends());
   }
@@ -247,17 +252,20 @@ absl::Status RankExecutor::RunPart(const ExecPart& part, StepResult& result) {
   const int mb = part.microbatch;
   switch (part.kind) {
     case ActionKind::kForward:
-      if (schedule_.IsFirstStage(part.stage)) RETURN_IF_ERROR(stage.LoadInput(mb, Bytes(b.input)));
-      RETURN_IF_ERROR(stage.Forward(mb, Bytes(b.input), Bytes(b.output), Bytes(b.stash)));
+      if (schedule_.IsFirstStage(part.stage)) {
+        RETURN_IF_ERROR(stage.LoadInput(context_, mb, Bytes(b.input)));
+      }
+      RETURN_IF_ERROR(stage.Forward(context_, mb, Bytes(b.input), Bytes(b.output), Bytes(b.stash)));
       if (schedule_.IsLastStage(part.stage)) result.loss += stage.Loss(mb);
       return absl::OkStatus();
     case ActionKind::kBackwardInput:
-      return stage.BackwardInput(mb, Bytes(b.output_grad), Bytes(b.stash), Bytes(b.input_grad));
+      return stage.BackwardInput(context_, mb, Bytes(b.output_grad), Bytes(b.stash),
+                                 Bytes(b.input_grad));
     case ActionKind::kBackwardWeight:
-      return stage.BackwardWeight(mb, Bytes(b.input), Bytes(b.output_grad), Bytes(b.stash),
-                                  Bytes(b.param_grad));
+      return stage.BackwardWeight(context_, mb, Bytes(b.input), Bytes(b.output_grad),
+                                  Bytes(b.stash), Bytes(b.param_grad));
     case ActionKind::kBackward:
-      return stage.Backward(mb, Bytes(b.input), Bytes(b.output_grad), Bytes(b.stash),
+      return stage.Backward(context_, mb, Bytes(b.input), Bytes(b.output_grad), Bytes(b.stash),
                             Bytes(b.input_grad), Bytes(b.param_grad));
     default:
       return absl::InternalError(absl::StrCat("a compute part of kind ", KindName(part.kind)));
@@ -276,6 +284,12 @@ absl::Status RankExecutor::PostSend(int32_t i, const ExecStep& step) {
         {world_rank_, TimelineTrack::kSend, step.index, step.transfer, start, start});
   }
   pending_sends_.push_back({id, i, span});
+  if (release_after_requests_) {
+    for (int32_t buffer : exe_.ReleasedOnSend(step)) {
+      buffers_->ReleaseAfter(buffer, id);
+      span_of_[buffer] = MutableBytes();
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -318,7 +332,7 @@ absl::Status RankExecutor::Poll() {
       continue;
     }
     if (send.span >= 0) timeline_.spans[send.span].end_us = NowUs();
-    Release(exe_.ReleasedOnSend(exe_.steps[send.step]));
+    ReleaseSent(send);
     pending_sends_.erase(pending_sends_.begin() + static_cast<std::ptrdiff_t>(k));
   }
   for (size_t k = 0; k < pending_recvs_.size();) {
@@ -339,7 +353,7 @@ absl::Status RankExecutor::CompleteSends() {
   for (const PendingSend& send : pending_sends_) {
     RETURN_IF_ERROR(transport_->Wait(send.request, options_.timeout));
     if (send.span >= 0) timeline_.spans[send.span].end_us = NowUs();
-    Release(exe_.ReleasedOnSend(exe_.steps[send.step]));
+    ReleaseSent(send);
   }
   pending_sends_.clear();
   return absl::OkStatus();
@@ -354,13 +368,24 @@ absl::Status RankExecutor::CompleteAll() {
 absl::Status RankExecutor::Allocate(absl::Span<const int32_t> ids) {
   for (int32_t id : ids) {
     ASSIGN_OR_RETURN(span_of_[id], buffers_->Allocate(id));
-    if (zero_on_alloc_[id] && !span_of_[id].empty()) {
-      std::memset(span_of_[id].data(), 0, span_of_[id].size());
-    }
+    if (zero_on_alloc_[id] && !span_of_[id].empty()) buffers_->Zero(span_of_[id]);
     live_by_category_[static_cast<int>(exe_.buffer_category[id])] += exe_.buffer_bytes[id];
     memory_changed_ = true;
   }
   return absl::OkStatus();
+}
+
+void RankExecutor::ReleaseSent(const PendingSend& send) {
+  const absl::Span<const int32_t> ids = exe_.ReleasedOnSend(exe_.steps[send.step]);
+  if (!release_after_requests_) {
+    Release(ids);
+    return;
+  }
+  buffers_->RequestCompleted(send.request);
+  for (int32_t id : ids) {
+    live_by_category_[static_cast<int>(exe_.buffer_category[id])] -= exe_.buffer_bytes[id];
+    memory_changed_ = true;
+  }
 }
 
 void RankExecutor::Release(absl::Span<const int32_t> ids) {
@@ -388,7 +413,7 @@ absl::Status RankExecutor::FinishStep(StepResult& result) {
   result.exposed_reduce_us = reduced - result.compute_end_us;
   for (size_t s = 0; s < stages_.size(); ++s) {
     if (stages_[s] == nullptr) continue;
-    absl::Status status = stages_[s]->FinishStep(Bytes(param_grad_of_[s]));
+    absl::Status status = stages_[s]->FinishStep(context_, Bytes(param_grad_of_[s]));
     if (!status.ok()) {
       return InContext(absl::Status(status.code(), absl::StrCat("stage ", s, " FinishStep: ",
                                                                 status.message())),

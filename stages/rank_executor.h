@@ -20,21 +20,28 @@
 //      parameters).
 //   3. release the step's buffers (ReleasedAfter); poll pending sends and
 //      receives with Test; a sent buffer (ReleasedOnSend) is released once
-//      its send has completed, never when it was merely posted.
+//      its send has completed, never when it was merely posted — or, with a
+//      provider that ReleasesAfterRequests (a device's stream-ordered free),
+//      handed to the provider together with the send's request when the
+//      send is posted.
 // At the end of the step: wait for the pending sends, then for all
 // reductions (the step's exposed reduction is the time spent there), call
 // Stage::FinishStep with each stage's reduced gradients, release the
 // step-end buffers.
 //
-// With a provider that reuses released bytes (ArenaBuffers), pending sends
-// are completed (Wait) before anything is allocated after their planned
-// release, so a slow transfer never sees its bytes reused; over a backend
-// whose sends wait for their receives, the program must then be
-// deadlock-free under strict semantics (validate --strict; the jit lowering
-// is). With the in-process
-// backend's eager protocol a send completes when it is posted, so memory
-// follows the program-order plan exactly: the measured peak equals
-// RankMemoryPlan::peak, for jit and eager.
+// Every Stage call gets the rank's ExecutionContext: the provider's memory
+// space, options.device and options.stream. Parameter gradients are zeroed
+// through the provider (BufferProvider::Zero).
+//
+// With a provider that reuses released bytes (ArenaBuffers) and releases
+// only when told, pending sends are completed (Wait) before anything is
+// allocated after their planned release, so a slow transfer never sees its
+// bytes reused; over a backend whose sends wait for their receives, the
+// program must then be deadlock-free under strict semantics (validate
+// --strict; the jit lowering is). With the in-process backend's eager
+// protocol a send completes when it is posted, so memory follows the
+// program-order plan exactly: the measured peak equals RankMemoryPlan::peak,
+// for jit and eager.
 //
 // Ranks: pipeline rank `rank` of data-parallel replica `replica` is world
 // rank replica * pp + rank (transport->rank() must say so); its
@@ -82,6 +89,11 @@ struct RankExecutorOptions {
   // Time zero of the measured timeline (shared by all ranks of a run).
   std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
   bool record_timeline = true;
+  // The rank's device and the stream its Stage calls enqueue on, handed to
+  // them in the ExecutionContext: -1 and null on the host. A provider whose
+  // memory_space() is kDevice needs a device.
+  int device = -1;
+  void* stream = nullptr;
 };
 
 struct StepResult {
@@ -105,7 +117,8 @@ class RankExecutor {
   // ignored, may be null). Errors: InvalidArgument when a stage of the rank
   // has no Stage, a Stage's Sizes() differ from the planned buffer sizes
   // (naming rank, index, action and the role), the transport's rank or size
-  // does not match (replica, dp), or options are out of range.
+  // does not match (replica, dp), options are out of range, or a device
+  // provider comes without options.device.
   static absl::StatusOr<std::unique_ptr<RankExecutor>> Create(
       const Schedule& schedule, const Executable& executable, int rank, Transport* transport,
       absl::Span<Stage* const> stages, BufferProvider* buffers, FlightRecorder* recorder,
@@ -119,6 +132,7 @@ class RankExecutor {
   absl::StatusOr<StepResult> RunStep();
 
   int world_rank() const { return world_rank_; }
+  const ExecutionContext& context() const { return context_; }
 
  private:
   struct PendingSend {
@@ -142,6 +156,10 @@ class RankExecutor {
   absl::Status WaitRecv(int32_t slot);
   // Tests the pending sends and receives; releases completed sends' buffers.
   absl::Status Poll();
+  // The buffers the plan releases on `send`'s completion, now that it has
+  // completed: released, or, where the provider took them at the post
+  // (ReleasesAfterRequests), the completion reported to it.
+  void ReleaseSent(const PendingSend& send);
   // Waits for every pending send (and releases their buffers); for every
   // pending send and receive.
   absl::Status CompleteSends();
@@ -164,6 +182,9 @@ class RankExecutor {
   BufferProvider* const buffers_;
   FlightRecorder* const recorder_;
   const RankExecutorOptions options_;
+  const ExecutionContext context_;
+  // The provider takes sent buffers with their requests (device).
+  const bool release_after_requests_;
 
   // Precomputed once (const after construction).
   std::vector<std::string> texts_;      // per step: the action's text

@@ -11,10 +11,14 @@
 // gradient: it derives one from its own loss).
 //
 // Per microbatch m the runtime calls, in this order:
-//   LoadInput(m, input)                      chain's first stage only
-//   Forward(m, input, output, stash)
-//   BackwardInput(m, output_grad, stash, input_grad)      (I)   | or Backward
-//   BackwardWeight(m, input, output_grad, stash, param_grad) (W) | (B) once
+//   LoadInput(ctx, m, input)                      chain's first stage only
+//   Forward(ctx, m, input, output, stash)
+//   BackwardInput(ctx, m, output_grad, stash, input_grad)       (I) | or Backward
+//   BackwardWeight(ctx, m, input, output_grad, stash, param_grad) (W) | (B) once
+// `ctx` (execution_context.h) says where the buffers live and what the call
+// runs on: on the host, synchronously, unless the rank runs on a device, in
+// which case the call enqueues its work on ctx.stream. A Stage that cannot
+// run in the context it is handed fails with FailedPrecondition saying so.
 // param_grad is zeroed by the runtime before the stage's first W or B of a
 // step and accumulates over microbatches; after the step's reduction it holds
 // the data-parallel sum. BackwardInput may write into the stash (e.g. the
@@ -32,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "stages/execution_context.h"
 
 namespace jitpipe {
 
@@ -53,20 +58,23 @@ class Stage {
   virtual StageSizes Sizes() const = 0;
 
   // Fills the microbatch's input data. Called on a chain's first stage only.
-  virtual absl::Status LoadInput(int microbatch, MutableBytes input) = 0;
+  virtual absl::Status LoadInput(const ExecutionContext& ctx, int microbatch,
+                                 MutableBytes input) = 0;
 
-  virtual absl::Status Forward(int microbatch, ConstBytes input, MutableBytes output,
-                               MutableBytes stash) = 0;
+  virtual absl::Status Forward(const ExecutionContext& ctx, int microbatch, ConstBytes input,
+                               MutableBytes output, MutableBytes stash) = 0;
 
-  virtual absl::Status BackwardInput(int microbatch, ConstBytes output_grad, MutableBytes stash,
+  virtual absl::Status BackwardInput(const ExecutionContext& ctx, int microbatch,
+                                     ConstBytes output_grad, MutableBytes stash,
                                      MutableBytes input_grad) = 0;
 
-  virtual absl::Status BackwardWeight(int microbatch, ConstBytes input, ConstBytes output_grad,
-                                      ConstBytes stash, MutableBytes param_grad) = 0;
+  virtual absl::Status BackwardWeight(const ExecutionContext& ctx, int microbatch, ConstBytes input,
+                                      ConstBytes output_grad, ConstBytes stash,
+                                      MutableBytes param_grad) = 0;
 
   // A full backward; by default BackwardInput then BackwardWeight.
-  virtual absl::Status Backward(int microbatch, ConstBytes input, ConstBytes output_grad,
-                                MutableBytes stash, MutableBytes input_grad,
+  virtual absl::Status Backward(const ExecutionContext& ctx, int microbatch, ConstBytes input,
+                                ConstBytes output_grad, MutableBytes stash, MutableBytes input_grad,
                                 MutableBytes param_grad);
 
   // The microbatch's loss, on a chain's last stage after its Forward; 0 on
@@ -79,7 +87,9 @@ class Stage {
   // before the gradients are released: where an optimizer would update the
   // parameters. `param_grad` holds the data-parallel sum (all-reduce) or,
   // under reduce-scatter, this replica's shard of it at its place.
-  virtual absl::Status FinishStep(ConstBytes /*param_grad*/) { return absl::OkStatus(); }
+  virtual absl::Status FinishStep(const ExecutionContext& /*ctx*/, ConstBytes /*param_grad*/) {
+    return absl::OkStatus();
+  }
 };
 
 // Makes the Stage for `stage` on data-parallel replica `replica`. Called once

@@ -282,10 +282,10 @@ class KillingFactory final : public StageFactory {
   class Killing final : public testing::WrappedStage {
    public:
     using WrappedStage::WrappedStage;
-    absl::Status Forward(int mb, ConstBytes input, MutableBytes output,
+    absl::Status Forward(const ExecutionContext& ctx, int mb, ConstBytes input, MutableBytes output,
                          MutableBytes stash) override {
       if (mb == 1 && ++ones_ == 2) raise(SIGKILL);
-      return WrappedStage::Forward(mb, input, output, stash);
+      return WrappedStage::Forward(ctx, mb, input, output, stash);
     }
 
    private:

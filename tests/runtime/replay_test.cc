@@ -171,9 +171,10 @@ class FailingFactory final : public StageFactory {
   class Failing final : public testing::WrappedStage {
    public:
     using WrappedStage::WrappedStage;
-    absl::Status Forward(int m, ConstBytes in, MutableBytes out, MutableBytes stash) override {
+    absl::Status Forward(const ExecutionContext& ctx, int m, ConstBytes in, MutableBytes out,
+                         MutableBytes stash) override {
       if (m == 1) return absl::InternalError("injected failure");
-      return WrappedStage::Forward(m, in, out, stash);
+      return WrappedStage::Forward(ctx, m, in, out, stash);
     }
   };
 
@@ -247,13 +248,14 @@ class StuckFactory final : public StageFactory {
    public:
     Stuck(std::unique_ptr<Stage> inner, Where where, absl::Notification* release)
         : WrappedStage(std::move(inner)), where_(where), release_(release) {}
-    absl::Status Forward(int m, ConstBytes in, MutableBytes out, MutableBytes stash) override {
+    absl::Status Forward(const ExecutionContext& ctx, int m, ConstBytes in, MutableBytes out,
+                         MutableBytes stash) override {
       if (where_ == Where::kForward && m == 0) release_->WaitForNotification();
-      return WrappedStage::Forward(m, in, out, stash);
+      return WrappedStage::Forward(ctx, m, in, out, stash);
     }
-    absl::Status FinishStep(ConstBytes param_grad) override {
+    absl::Status FinishStep(const ExecutionContext& ctx, ConstBytes param_grad) override {
       if (where_ == Where::kFinishStep) release_->WaitForNotification();
-      return WrappedStage::FinishStep(param_grad);
+      return WrappedStage::FinishStep(ctx, param_grad);
     }
 
    private:

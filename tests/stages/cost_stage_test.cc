@@ -13,6 +13,8 @@ namespace {
 
 using ::jitpipe::testing::Message;
 
+const ExecutionContext kHost;  // the host's, synchronous
+
 Model TwoStageModel() {
   Model m;
   m.defaults.forward_us = 3;
@@ -58,20 +60,33 @@ TEST(CostStageTest, ChecksThatEachBufferHoldsTheRightData) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Stage> first, factory.Make(0, 0));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Stage> second, factory.Make(1, 0));
   std::vector<std::byte> in(64), out(64), stash(32), grad(64), none;
-  ASSERT_OK(first->LoadInput(1, absl::MakeSpan(in)));
-  ASSERT_OK(first->Forward(1, in, absl::MakeSpan(out), absl::MakeSpan(stash)));
+  ASSERT_OK(first->LoadInput(kHost, 1, absl::MakeSpan(in)));
+  ASSERT_OK(first->Forward(kHost, 1, in, absl::MakeSpan(out), absl::MakeSpan(stash)));
   std::vector<std::byte> out2(64);
-  ASSERT_OK(second->Forward(1, out, absl::MakeSpan(out2), absl::MakeSpan(stash)));
-  ASSERT_OK(second->Backward(1, out, none, absl::MakeSpan(stash), absl::MakeSpan(grad), {}));
-  ASSERT_OK(first->BackwardInput(1, grad, absl::MakeSpan(stash), {}));
+  ASSERT_OK(second->Forward(kHost, 1, out, absl::MakeSpan(out2), absl::MakeSpan(stash)));
+  ASSERT_OK(second->Backward(kHost, 1, out, none, absl::MakeSpan(stash), absl::MakeSpan(grad), {}));
+  ASSERT_OK(first->BackwardInput(kHost, 1, grad, absl::MakeSpan(stash), {}));
 
-  absl::Status wrong = second->Forward(0, out, absl::MakeSpan(out2), absl::MakeSpan(stash));
+  absl::Status wrong = second->Forward(kHost, 0, out, absl::MakeSpan(out2), absl::MakeSpan(stash));
   EXPECT_EQ(wrong.code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(Message(wrong), "cost stage 1: microbatch 0's input holds stage 0 microbatch 1's "
                             "forward data; expected stage 0 microbatch 0");
-  EXPECT_EQ(Message(first->BackwardInput(1, out, absl::MakeSpan(stash), {})),
+  EXPECT_EQ(Message(first->BackwardInput(kHost, 1, out, absl::MakeSpan(stash), {})),
             "cost stage 0: microbatch 1's output_grad holds stage 0 microbatch 1's forward "
             "data; expected stage 1 microbatch 1");
+}
+
+TEST(CostStageTest, RefusesADeviceContext) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, Gpipe2());
+  CostStageFactory factory(s, TwoStageModel());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Stage> first, factory.Make(0, 0));
+  std::vector<std::byte> in(64), out(64), stash(32);
+  const ExecutionContext device{MemorySpace::kDevice, 1, nullptr};
+  absl::Status refused = first->Forward(device, 0, in, absl::MakeSpan(out), absl::MakeSpan(stash));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Message(refused),
+            "the cost stage computes on the host, synchronously; this rank's "
+            "buffers are in device memory");
 }
 
 // DualPipe's OVERLAP_F_B compounds share the model's overlap time in

@@ -53,7 +53,7 @@ TEST(MlpReferenceTest, ComparesTheSumOverChainsAndNamesTheWorstBlock) {
   // Chain 0 reports the whole gradient, chain 1 zeros: the sums are exact.
   for (int s = 0; s < 4; ++s) {
     std::vector<float> g = s < 2 ? ref.block_grads[s] : std::vector<float>(ref.block_grads[0].size());
-    ASSERT_OK(stages[s]->FinishStep(AsBytes(g)));
+    ASSERT_OK(stages[s]->FinishStep(ExecutionContext{}, AsBytes(g)));
   }
   ASSERT_OK_AND_ASSIGN(MlpComparison ok, CompareWithReference(ref, ref.loss, factory,
                                                               ReduceKind::kAllReduce));
@@ -65,7 +65,7 @@ TEST(MlpReferenceTest, ComparesTheSumOverChainsAndNamesTheWorstBlock) {
   float largest = 0;
   for (float v : off) largest = std::max(largest, std::abs(v));
   off[3] += 0.5f * largest;
-  ASSERT_OK(stages[1]->FinishStep(AsBytes(off)));
+  ASSERT_OK(stages[1]->FinishStep(ExecutionContext{}, AsBytes(off)));
   ASSERT_OK_AND_ASSIGN(MlpComparison bad, CompareWithReference(ref, ref.loss * 1.01, factory,
                                                                ReduceKind::kAllReduce));
   EXPECT_NEAR(bad.loss_error, 0.01, 1e-9);

@@ -15,6 +15,7 @@ namespace {
 using ::jitpipe::testing::Message;
 
 constexpr MlpShape kShape{4, 3, 2};
+const ExecutionContext kHost;  // the host's, synchronous
 
 // The loss of one block with a linear head on the microbatch (x, t).
 double BlockLoss(const std::vector<float>& params, const std::vector<float>& x,
@@ -93,12 +94,13 @@ TEST(MlpStageTest, SplitBackwardEqualsFullBackward) {
   const int64_t n = kShape.activation_floats();
   std::vector<float> input(n), output(n), stash(2 * kShape.layers * n);
   MlpFill(kShape, 5, MlpData::kInput, 0, 0, 0, input.data());
-  ASSERT_OK(last.Forward(1, AsBytes(input), AsBytes(output), AsBytes(stash)));
+  ASSERT_OK(last.Forward(kHost, 1, AsBytes(input), AsBytes(output), AsBytes(stash)));
   std::vector<float> stash2 = stash, grad_in(n), grad_in2(n);
   std::vector<float> pg(kShape.block_params(), 0.0f), pg2(kShape.block_params(), 0.0f);
-  ASSERT_OK(last.BackwardInput(1, {}, AsBytes(stash), AsBytes(grad_in)));
-  ASSERT_OK(last.BackwardWeight(1, AsBytes(input), {}, AsBytes(stash), AsBytes(pg)));
-  ASSERT_OK(last.Backward(1, AsBytes(input), {}, AsBytes(stash2), AsBytes(grad_in2), AsBytes(pg2)));
+  ASSERT_OK(last.BackwardInput(kHost, 1, {}, AsBytes(stash), AsBytes(grad_in)));
+  ASSERT_OK(last.BackwardWeight(kHost, 1, AsBytes(input), {}, AsBytes(stash), AsBytes(pg)));
+  ASSERT_OK(last.Backward(kHost, 1, AsBytes(input), {}, AsBytes(stash2), AsBytes(grad_in2),
+                          AsBytes(pg2)));
   EXPECT_EQ(grad_in, grad_in2);
   EXPECT_EQ(pg, pg2);
   std::vector<float> target(n);
@@ -110,20 +112,42 @@ TEST(MlpStageTest, SplitBackwardEqualsFullBackward) {
   }
   EXPECT_NEAR(last.Loss(1), mse / n / (2 * 2), 1e-12);
   EXPECT_EQ(last.Loss(0), 0.0);  // not run yet
-  ASSERT_OK(last.FinishStep(AsBytes(pg)));
+  ASSERT_OK(last.FinishStep(kHost, AsBytes(pg)));
   EXPECT_EQ(finished, pg);
 }
 
 TEST(MlpStageTest, RefusesBuffersOfTheWrongSize) {
   MlpStage first({kShape, 1}, kLayout, 0, 0, nullptr);
   std::vector<float> small(3), output(12), stash(48);
-  absl::Status s = first.Forward(0, AsBytes(small), AsBytes(output), AsBytes(stash));
+  absl::Status s = first.Forward(kHost, 0, AsBytes(small), AsBytes(output), AsBytes(stash));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Message(s), "mlp stage 0: the input buffer has 12 bytes; expected 48");
-  EXPECT_EQ(Message(first.LoadInput(2, AsBytes(output))), "mlp stage 0: microbatch 2 is outside 0..1");
+  EXPECT_EQ(Message(first.LoadInput(kHost, 2, AsBytes(output))),
+            "mlp stage 0: microbatch 2 is outside 0..1");
   // The first stage produces no input gradient: a buffer there is an error.
-  EXPECT_EQ(Message(first.BackwardInput(0, AsBytes(output), AsBytes(stash), AsBytes(output))),
-            "mlp stage 0: the input_grad buffer has 48 bytes; expected 0");
+  EXPECT_EQ(
+      Message(first.BackwardInput(kHost, 0, AsBytes(output), AsBytes(stash), AsBytes(output))),
+      "mlp stage 0: the input_grad buffer has 48 bytes; expected 0");
+}
+
+// The reference computes on the host: handed device memory or a stream, every
+// call refuses before touching a byte.
+TEST(MlpStageTest, RefusesADeviceContext) {
+  MlpStage first({kShape, 1}, kLayout, 0, 0, nullptr);
+  const int64_t n = kShape.activation_floats();
+  std::vector<float> input(n), output(n), stash(2 * kShape.layers * n);
+  const ExecutionContext device{MemorySpace::kDevice, 0, nullptr};
+  absl::Status s = first.Forward(device, 0, AsBytes(input), AsBytes(output), AsBytes(stash));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Message(s),
+            "mlp stage 0 computes on the host, synchronously; this rank's buffers "
+            "are in device memory");
+  int stream = 0;
+  const ExecutionContext with_stream{MemorySpace::kHost, -1, &stream};
+  EXPECT_EQ(Message(first.LoadInput(with_stream, 0, AsBytes(input))),
+            "mlp stage 0 computes on the host, synchronously; this rank's buffers are in host "
+            "memory with a stream");
+  EXPECT_EQ(first.FinishStep(device, {}).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(MlpStageFactoryTest, MakesEveryStageOfEveryReplica) {

@@ -44,27 +44,28 @@ class ProbeStage final : public Stage {
       : stage_(stage), first_(first), last_(last), log_(log) {}
 
   StageSizes Sizes() const override { return {kActivation, kActivation, 0, 4}; }
-  absl::Status LoadInput(int mb, MutableBytes input) override {
-    Log("L", mb);
+  absl::Status LoadInput(const ExecutionContext& ctx, int mb, MutableBytes input) override {
+    Log(ctx, "L", mb);
     return Put(input, -1000 + mb);
   }
-  absl::Status Forward(int mb, ConstBytes input, MutableBytes output, MutableBytes) override {
-    Log("F", mb);
+  absl::Status Forward(const ExecutionContext& ctx, int mb, ConstBytes input, MutableBytes output,
+                       MutableBytes) override {
+    Log(ctx, "F", mb);
     if (mb == fail_forward_) return absl::InvalidArgumentError("the stage broke");
     if (Get(input) != (stage_ - 1) * 1000 + mb) return absl::DataLossError("wrong input");
     return Put(output, stage_ * 1000 + mb);
   }
-  absl::Status BackwardInput(int mb, ConstBytes output_grad, MutableBytes,
-                             MutableBytes input_grad) override {
-    Log("I", mb);
+  absl::Status BackwardInput(const ExecutionContext& ctx, int mb, ConstBytes output_grad,
+                             MutableBytes, MutableBytes input_grad) override {
+    Log(ctx, "I", mb);
     if (last_ != output_grad.empty() || first_ != input_grad.empty()) {
       return absl::InternalError("a gradient buffer where none belongs, or none where one does");
     }
     return absl::OkStatus();
   }
-  absl::Status BackwardWeight(int mb, ConstBytes, ConstBytes, ConstBytes,
-                              MutableBytes param_grad) override {
-    Log("W", mb);
+  absl::Status BackwardWeight(const ExecutionContext& ctx, int mb, ConstBytes, ConstBytes,
+                              ConstBytes, MutableBytes param_grad) override {
+    Log(ctx, "W", mb);
     float g;
     std::memcpy(&g, param_grad.data(), sizeof(float));
     g += 1;
@@ -72,16 +73,22 @@ class ProbeStage final : public Stage {
     return absl::OkStatus();
   }
   double Loss(int mb) const override { return last_ ? 0.5 + mb : 0; }
-  absl::Status FinishStep(ConstBytes param_grad) override {
+  absl::Status FinishStep(const ExecutionContext& ctx, ConstBytes param_grad) override {
+    contexts_.push_back(ctx);
     finished_.push_back(Get(param_grad));
     return absl::OkStatus();
   }
 
   void FailForwardOf(int mb) { fail_forward_ = mb; }
   const std::vector<float>& finished() const { return finished_; }
+  // The context of every call, in order.
+  const std::vector<ExecutionContext>& contexts() const { return contexts_; }
 
  private:
-  void Log(const char* what, int mb) { log_->push_back(absl::StrCat(stage_, what, mb)); }
+  void Log(const ExecutionContext& ctx, const char* what, int mb) {
+    log_->push_back(absl::StrCat(stage_, what, mb));
+    contexts_.push_back(ctx);
+  }
   static absl::Status Put(MutableBytes bytes, float value) {
     if (bytes.size() < sizeof(float)) return absl::InternalError("buffer too small");
     std::memcpy(bytes.data(), &value, sizeof(float));
@@ -98,6 +105,7 @@ class ProbeStage final : public Stage {
   std::vector<std::string>* const log_;
   int fail_forward_ = -1;
   std::vector<float> finished_;
+  std::vector<ExecutionContext> contexts_;
 };
 
 // Completes every send only after `polls` Tests said "not yet" (a
@@ -144,6 +152,53 @@ class SlowSendTransport final : public Transport {
   absl::flat_hash_map<RequestId, int> pending_;
 };
 
+// A provider that takes sent buffers' releases with their requests, as a
+// device's stream-ordered free does, and reclaims the bytes only when the
+// executor reports the request complete. It logs what it was handed.
+class StreamOrderedBuffers final : public BufferProvider {
+ public:
+  explicit StreamOrderedBuffers(std::vector<int64_t> buffer_bytes,
+                                MemorySpace space = MemorySpace::kHost)
+      : BufferProvider(buffer_bytes), space_(space), memory_(buffer_bytes.size()) {
+    for (size_t id = 0; id < buffer_bytes.size(); ++id) {
+      memory_[id].resize(static_cast<size_t>(buffer_bytes[id]));
+    }
+  }
+
+  absl::StatusOr<MutableBytes> Allocate(int32_t id) override {
+    RETURN_IF_ERROR(CheckAllocate(id));
+    CountAllocate(id);
+    return absl::MakeSpan(memory_[id]);
+  }
+  void Release(int32_t id) override {
+    if (CountRelease(id)) released_.push_back(id);
+  }
+  bool ReusesReleasedBytes() const override { return true; }
+  // Host memory posing as the given space: the executor never touches it.
+  MemorySpace memory_space() const override { return space_; }
+  bool ReleasesAfterRequests() const override { return true; }
+  void ReleaseAfter(int32_t id, RequestId request) override {
+    handed_.push_back(id);
+    retiring_[request].push_back(id);
+  }
+  void RequestCompleted(RequestId request) override {
+    auto it = retiring_.find(request);
+    if (it == retiring_.end()) return;
+    for (int32_t id : it->second) CountRelease(id);
+    retiring_.erase(it);
+  }
+
+  const std::vector<int32_t>& handed() const { return handed_; }      // to ReleaseAfter
+  const std::vector<int32_t>& released() const { return released_; }  // by Release
+  size_t retiring() const { return retiring_.size(); }
+
+ private:
+  const MemorySpace space_;
+  std::vector<std::vector<std::byte>> memory_;
+  std::vector<int32_t> handed_, released_;
+  absl::flat_hash_map<RequestId, std::vector<int32_t>> retiring_;
+};
+
 struct RankRun {
   std::vector<std::string> log;
   std::vector<std::unique_ptr<ProbeStage>> stages;
@@ -171,6 +226,8 @@ struct RunSpec {
   bool arena = false;
   int slow_send_polls = 0;  // > 0: sends complete only after this many Tests
   int fail_rank = -1;       // this rank's stages fail the Forward of microbatch 1
+  bool stream_ordered = false;  // StreamOrderedBuffers
+  void* stream = nullptr;       // RankExecutorOptions::stream
 };
 
 // Runs every rank's executor on its own thread; a failing rank aborts the
@@ -190,7 +247,9 @@ std::vector<RankRun> RunRanks(const ReplayPlan& plan, const RunSpec& spec) {
       stages[st] = run.stages.back().get();
     }
     const RankExecutable& exe = plan.executable.ranks[rank];
-    if (spec.arena) {
+    if (spec.stream_ordered) {
+      run.buffers = std::make_unique<StreamOrderedBuffers>(exe.buffer_bytes);
+    } else if (spec.arena) {
       run.buffers = std::make_unique<ArenaBuffers>(exe.buffer_bytes, plan.plans[rank].arena.offsets,
                                                    plan.plans[rank].arena.arena_bytes, 64);
     } else {
@@ -200,6 +259,7 @@ std::vector<RankRun> RunRanks(const ReplayPlan& plan, const RunSpec& spec) {
     Transport* transport = spec.slow_send_polls > 0 ? &slow : &world->transport(rank);
     RankExecutorOptions options;
     options.timeout = absl::Seconds(20);
+    options.stream = spec.stream;
     absl::StatusOr<std::unique_ptr<RankExecutor>> executor = RankExecutor::Create(
         s, plan.executable, rank, transport, stages, run.buffers.get(), nullptr, options);
     run.status = executor.status();
@@ -299,6 +359,52 @@ TEST(RankExecutorTest, ArenaCompletesPendingSendsBeforeReusingBytes) {
   }
 }
 
+// A stream-ordered provider takes each sent buffer with its send's request
+// when the send is posted, and the executor does not wait for the send
+// before reusing memory (as it does for the arena above): the bytes stay
+// held until the provider hears the send completed, so with late sends the
+// measured peak is the tracked provider's, not the plan's.
+TEST(RankExecutorTest, AStreamOrderedProviderTakesSentBuffersWithTheirRequests) {
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, ProbePlan("gpipe", 2, 2, MemoryPolicy::kJit));
+  std::vector<RankRun> runs = RunRanks(plan, {.slow_send_polls = 1, .stream_ordered = true});
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_OK(runs[r].status);
+    const RankExecutable& exe = plan.executable.ranks[r];
+    std::vector<int32_t> sent;
+    for (const ExecStep& step : exe.steps) {
+      for (int32_t id : exe.ReleasedOnSend(step)) sent.push_back(id);
+    }
+    ASSERT_FALSE(sent.empty());
+    const auto& buffers = static_cast<const StreamOrderedBuffers&>(*runs[r].buffers);
+    EXPECT_EQ(buffers.handed(), sent) << "rank " << r;
+    for (int32_t id : sent) {
+      EXPECT_THAT(buffers.released(), ::testing::Not(::testing::Contains(id))) << "buffer " << id;
+    }
+    EXPECT_EQ(buffers.retiring(), 0u);  // every send reported complete by the step's end
+    EXPECT_EQ(buffers.live_bytes(), 0);
+  }
+  EXPECT_EQ(plan.plans[0].peak.bytes, 3 * kActivation + 4);
+  EXPECT_EQ(runs[0].steps[0].peak_bytes, 4 * kActivation);
+}
+
+// Every Stage call gets the executor's context: the provider's memory space
+// and the options' device and stream.
+TEST(RankExecutorTest, HandsEveryStageCallTheRanksContext) {
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, ProbePlan("1f1b", 2, 2, MemoryPolicy::kJit));
+  int stream = 0;
+  std::vector<RankRun> runs = RunRanks(plan, {.stream = &stream});
+  for (const RankRun& run : runs) {
+    ASSERT_OK(run.status);
+    // L/F/I/W per microbatch as logged, plus one FinishStep per stage.
+    EXPECT_EQ(run.stages[0]->contexts().size(), run.log.size() + 1);
+    for (const ExecutionContext& ctx : run.stages[0]->contexts()) {
+      EXPECT_EQ(ctx.memory_space, MemorySpace::kHost);
+      EXPECT_EQ(ctx.device, -1);
+      EXPECT_EQ(ctx.stream, &stream);
+    }
+  }
+}
+
 TEST(RankExecutorTest, AStageErrorNamesTheRankIndexAndAction) {
   ASSERT_OK_AND_ASSIGN(ReplayPlan plan, ProbePlan("gpipe", 2, 2, MemoryPolicy::kJit));
   std::vector<RankRun> runs = RunRanks(plan, {.fail_rank = 0});
@@ -322,14 +428,19 @@ TEST(RankExecutorTest, CreateRefusesMissingStagesAndMismatchedSizes) {
   class Wide final : public Stage {
    public:
     StageSizes Sizes() const override { return {16, kActivation, 0, 4}; }
-    absl::Status LoadInput(int, MutableBytes) override { return absl::OkStatus(); }
-    absl::Status Forward(int, ConstBytes, MutableBytes, MutableBytes) override {
+    absl::Status LoadInput(const ExecutionContext&, int, MutableBytes) override {
       return absl::OkStatus();
     }
-    absl::Status BackwardInput(int, ConstBytes, MutableBytes, MutableBytes) override {
+    absl::Status Forward(const ExecutionContext&, int, ConstBytes, MutableBytes,
+                         MutableBytes) override {
       return absl::OkStatus();
     }
-    absl::Status BackwardWeight(int, ConstBytes, ConstBytes, ConstBytes, MutableBytes) override {
+    absl::Status BackwardInput(const ExecutionContext&, int, ConstBytes, MutableBytes,
+                               MutableBytes) override {
+      return absl::OkStatus();
+    }
+    absl::Status BackwardWeight(const ExecutionContext&, int, ConstBytes, ConstBytes, ConstBytes,
+                                MutableBytes) override {
       return absl::OkStatus();
     }
   } wide;
@@ -347,6 +458,14 @@ TEST(RankExecutorTest, CreateRefusesMissingStagesAndMismatchedSizes) {
                            &buffers, nullptr, replica1);
   EXPECT_EQ(Message(e), "the transport is rank 0 of 2 but pipeline rank 0 of replica 1 is world "
                         "rank 2 of pp 2 x dp 2");
+
+  StreamOrderedBuffers device(plan.executable.ranks[0].buffer_bytes, MemorySpace::kDevice);
+  e = RankExecutor::Create(plan.schedule, plan.executable, 0, &world->transport(0), stages, &device,
+                           nullptr, {});
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Message(e),
+            "rank 0: the buffer provider hands out device memory but no device was "
+            "given");
 }
 
 // The README's executor: one rank of a schedule on the caller's thread, its

@@ -63,14 +63,18 @@ class OddFactory final : public StageFactory {
     class Odd final : public Stage {
      public:
       StageSizes Sizes() const override { return {4, 4, 0, 6}; }
-      absl::Status LoadInput(int, MutableBytes) override { return absl::OkStatus(); }
-      absl::Status Forward(int, ConstBytes, MutableBytes, MutableBytes) override {
+      absl::Status LoadInput(const ExecutionContext&, int, MutableBytes) override {
         return absl::OkStatus();
       }
-      absl::Status BackwardInput(int, ConstBytes, MutableBytes, MutableBytes) override {
+      absl::Status Forward(const ExecutionContext&, int, ConstBytes, MutableBytes,
+                           MutableBytes) override {
         return absl::OkStatus();
       }
-      absl::Status BackwardWeight(int, ConstBytes, ConstBytes, ConstBytes,
+      absl::Status BackwardInput(const ExecutionContext&, int, ConstBytes, MutableBytes,
+                                 MutableBytes) override {
+        return absl::OkStatus();
+      }
+      absl::Status BackwardWeight(const ExecutionContext&, int, ConstBytes, ConstBytes, ConstBytes,
                                   MutableBytes) override {
         return absl::OkStatus();
       }

@@ -15,24 +15,31 @@ class WrappedStage : public Stage {
   explicit WrappedStage(std::unique_ptr<Stage> inner) : inner_(std::move(inner)) {}
 
   StageSizes Sizes() const override { return inner_->Sizes(); }
-  absl::Status LoadInput(int m, MutableBytes input) override { return inner_->LoadInput(m, input); }
-  absl::Status Forward(int m, ConstBytes input, MutableBytes output, MutableBytes stash) override {
-    return inner_->Forward(m, input, output, stash);
+  absl::Status LoadInput(const ExecutionContext& ctx, int m, MutableBytes input) override {
+    return inner_->LoadInput(ctx, m, input);
   }
-  absl::Status BackwardInput(int m, ConstBytes output_grad, MutableBytes stash,
-                             MutableBytes input_grad) override {
-    return inner_->BackwardInput(m, output_grad, stash, input_grad);
+  absl::Status Forward(const ExecutionContext& ctx, int m, ConstBytes input, MutableBytes output,
+                       MutableBytes stash) override {
+    return inner_->Forward(ctx, m, input, output, stash);
   }
-  absl::Status BackwardWeight(int m, ConstBytes input, ConstBytes output_grad, ConstBytes stash,
+  absl::Status BackwardInput(const ExecutionContext& ctx, int m, ConstBytes output_grad,
+                             MutableBytes stash, MutableBytes input_grad) override {
+    return inner_->BackwardInput(ctx, m, output_grad, stash, input_grad);
+  }
+  absl::Status BackwardWeight(const ExecutionContext& ctx, int m, ConstBytes input,
+                              ConstBytes output_grad, ConstBytes stash,
                               MutableBytes param_grad) override {
-    return inner_->BackwardWeight(m, input, output_grad, stash, param_grad);
+    return inner_->BackwardWeight(ctx, m, input, output_grad, stash, param_grad);
   }
-  absl::Status Backward(int m, ConstBytes input, ConstBytes output_grad, MutableBytes stash,
-                        MutableBytes input_grad, MutableBytes param_grad) override {
-    return inner_->Backward(m, input, output_grad, stash, input_grad, param_grad);
+  absl::Status Backward(const ExecutionContext& ctx, int m, ConstBytes input,
+                        ConstBytes output_grad, MutableBytes stash, MutableBytes input_grad,
+                        MutableBytes param_grad) override {
+    return inner_->Backward(ctx, m, input, output_grad, stash, input_grad, param_grad);
   }
   double Loss(int m) const override { return inner_->Loss(m); }
-  absl::Status FinishStep(ConstBytes param_grad) override { return inner_->FinishStep(param_grad); }
+  absl::Status FinishStep(const ExecutionContext& ctx, ConstBytes param_grad) override {
+    return inner_->FinishStep(ctx, param_grad);
+  }
 
  private:
   std::unique_ptr<Stage> inner_;
