@@ -42,7 +42,7 @@ struct Prediction {
 // modelled), optionally overlaps, plans buffers and simulates one step.
 // Errors: those of Lower(), OverlapReduce() (FailedPrecondition for overlap
 // on a lowered program without REDUCE_GRAD), ComputeBufferLifetimes(),
-// BuildExecutable() and Simulate() (FailedPrecondition for a deadlock).
+// BuildExecutable() and Simulate() (InvalidArgument for a deadlock).
 absl::StatusOr<Prediction> Predict(const Schedule& schedule, const Model& model,
                                    const PredictOptions& options = {});
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "scheduler/execution/rank_cursor.h"
 
 namespace jitpipe {
 namespace {
@@ -27,49 +28,22 @@ class TransferIndex {
   std::vector<int32_t> ids_;
 };
 
-absl::StatusOr<std::vector<Transfer>> BuildTransfers(const Schedule& s,
-                                                     const std::vector<StageCost>& costs,
-                                                     TransferIndex& index) {
+// The transfers of a matched schedule, sends in rank then program order.
+std::vector<Transfer> BuildTransfers(const Schedule& s, const CommPositions& positions,
+                                     const std::vector<StageCost>& costs, TransferIndex& index) {
   std::vector<Transfer> transfers;
-  for (int r = 0; r < s.pp; ++r) {  // sends first: they own the transfer
+  for (int r = 0; r < s.pp; ++r) {
     const RankProgram& program = s.ranks[r];
     for (int i = 0; i < static_cast<int>(program.size()); ++i) {
       const Action& a = program[i];
       if (!IsSend(a.kind)) continue;
       const bool forward = a.kind == ActionKind::kSendF;
-      if (forward ? s.IsLastStage(a.stage) : s.IsFirstStage(a.stage)) {
-        return Error(r, i, a, "a chain's end has no neighbour to send to");
-      }
-      const int peer_stage = forward ? a.stage + 1 : a.stage - 1;
-      int32_t& id = index.At(a.kind, a.stage, a.microbatch);
-      if (id != kNoTransfer) return Error(r, i, a, "sent twice");
-      id = static_cast<int32_t>(transfers.size());
+      const Endpoint peer = Partner(positions, a);
+      index.At(a.kind, a.stage, a.microbatch) = static_cast<int32_t>(transfers.size());
       const StageCost& cost = costs[a.stage];
-      transfers.push_back({a.kind, a.stage, a.microbatch, r, s.RankOf(peer_stage), i, -1,
+      transfers.push_back({a.kind, a.stage, a.microbatch, r, peer.rank, i, peer.index,
                            forward ? cost.output_bytes : cost.input_bytes,
                            TransferTag(s, a.kind, a.stage, a.microbatch)});
-    }
-  }
-  for (int r = 0; r < s.pp; ++r) {
-    const RankProgram& program = s.ranks[r];
-    for (int i = 0; i < static_cast<int>(program.size()); ++i) {
-      const Action& a = program[i];
-      if (!IsRecv(a.kind)) continue;
-      const bool forward = a.kind == ActionKind::kRecvF;
-      if (forward ? s.IsFirstStage(a.stage) : s.IsLastStage(a.stage)) {
-        return Error(r, i, a, "a chain's end has no neighbour to receive from");
-      }
-      const int from = forward ? a.stage - 1 : a.stage + 1;
-      int32_t id = index.At(forward ? ActionKind::kSendF : ActionKind::kSendB, from, a.microbatch);
-      if (id == kNoTransfer || transfers[id].dst_rank != r || transfers[id].recv_index >= 0) {
-        return Error(r, i, a, "no matching SEND");
-      }
-      transfers[id].recv_index = i;
-    }
-  }
-  for (const Transfer& t : transfers) {
-    if (t.recv_index < 0) {
-      return Error(t.src_rank, t.send_index, s.ranks[t.src_rank][t.send_index], "no matching RECV");
     }
   }
   return transfers;
@@ -133,51 +107,39 @@ class BufferIndex {
   std::vector<int32_t> by_alloc_index_;
 };
 
-// Groups the buffers' alloc/free events by program index into the step
-// ranges of `exe`: a counting sort per list (count per index, then place),
+// The buffers' alloc/free events by program index, as the cursor's
+// RankMemoryEvents: a counting sort per list (count per index, then place),
 // so the id lists stay ascending and no per-step vector is allocated.
 void AttachMemoryEvents(const RankBuffers& buffers, RankExecutable& exe) {
   const size_t n = exe.steps.size();
   const size_t num_buffers = buffers.buffers.size();
   exe.buffer_bytes.reserve(num_buffers);
   exe.buffer_category.reserve(num_buffers);
-  // Per step: how many ids each of its three lists gets (list 0 allocate,
-  // 1 release, 2 release on send), then the list's first slot.
-  std::vector<int32_t> count(3 * n, 0);
-  auto list_of = [](const Buffer& b) {
-    return b.free_timing == FreeTiming::kAfterSend ? 2 : 1;
-  };
+  RankMemoryEvents& m = exe.memory;
+  // List k of action i (0 allocate, 1 release, 2 release on completion) is
+  // slot 3 i + k; first its size, then its start.
+  auto list_of = [](const Buffer& b) { return b.free_timing == FreeTiming::kAfterSend ? 2 : 1; };
+  m.offsets.assign(3 * n + 1, 0);
   for (const Buffer& b : buffers.buffers) {
     exe.buffer_bytes.push_back(b.bytes);
     exe.buffer_category.push_back(b.category());
-    if (b.alloc_timing != AllocTiming::kStepStart) ++count[3 * b.alloc_index];
-    if (b.free_timing != FreeTiming::kStepEnd) ++count[3 * b.free_index + list_of(b)];
+    if (b.alloc_timing != AllocTiming::kStepStart) ++m.offsets[3 * b.alloc_index + 1];
+    if (b.free_timing != FreeTiming::kStepEnd) ++m.offsets[3 * b.free_index + list_of(b) + 1];
   }
-  int32_t next = static_cast<int32_t>(exe.buffer_lists.size());
-  for (size_t i = 0; i < n; ++i) {
-    ExecStep& step = exe.steps[i];
-    int32_t* begins[3] = {&step.allocate_begin, &step.release_begin, &step.release_on_send_begin};
-    int32_t* ends[3] = {&step.allocate_end, &step.release_end, &step.release_on_send_end};
-    for (int k = 0; k < 3; ++k) {
-      *begins[k] = next;
-      next += count[3 * i + k];
-      *ends[k] = *begins[k];  // advanced as ids are placed
-    }
-  }
-  exe.buffer_lists.resize(next);
+  for (size_t k = 1; k <= 3 * n; ++k) m.offsets[k] += m.offsets[k - 1];
+  m.ids.resize(m.offsets[3 * n]);
+  std::vector<int32_t> next(m.offsets.begin(), m.offsets.end() - 1);
   for (int32_t id = 0; id < static_cast<int32_t>(num_buffers); ++id) {
     const Buffer& b = buffers.buffers[id];
     if (b.alloc_timing == AllocTiming::kStepStart) {
-      exe.allocate_at_start.push_back(id);
+      m.at_start.push_back(id);
     } else {
-      exe.buffer_lists[exe.steps[b.alloc_index].allocate_end++] = id;
+      m.ids[next[3 * b.alloc_index]++] = id;
     }
     if (b.free_timing == FreeTiming::kStepEnd) {
-      exe.release_at_end.push_back(id);
+      m.at_end.push_back(id);
     } else {
-      ExecStep& step = exe.steps[b.free_index];
-      int32_t& end = list_of(b) == 2 ? step.release_on_send_end : step.release_end;
-      exe.buffer_lists[end++] = id;
+      m.ids[next[3 * b.free_index + list_of(b)]++] = id;
     }
   }
 }
@@ -213,17 +175,7 @@ class RankBuilder {
     step.parts_begin = step.parts_end = static_cast<int32_t>(exe.parts.size());
     if (IsCompute(a.kind)) {
       step.cost_us = model.ComputeUs(a);
-      absl::Status status;
-      ForEachComputePart(a, [&](const Action& part) {
-        if (!status.ok()) return;
-        absl::StatusOr<ExecPart> p = MakePart(part, a, i);
-        if (!p.ok()) {
-          status = p.status();
-          return;
-        }
-        exe.parts.push_back(*p);
-      });
-      RETURN_IF_ERROR(status);
+      ForEachComputePart(a, [&](const Action& part) { exe.parts.push_back(MakePart(part)); });
       step.parts_end = static_cast<int32_t>(exe.parts.size());
       return step;
     }
@@ -257,32 +209,32 @@ class RankBuilder {
     }
   }
 
-  absl::StatusOr<ExecPart> MakePart(const Action& part, const Action& top, int i) {
+  // A compute part and the transfer it consumes (matched already: a part
+  // that needs one has it).
+  ExecPart MakePart(const Action& part) {
     ExecPart p;
     p.kind = part.kind;
     p.stage = part.stage;
     p.microbatch = part.microbatch;
     const StageCost& c = costs_[part.stage];
     p.buffers = index_.For(part.stage, part.microbatch);
-    bool remote = false;  // the part consumes data from another rank
     switch (part.kind) {
       case ActionKind::kForward:
         p.cost_us = c.forward_us;
-        remote = !s_.IsFirstStage(part.stage) && s_.RankOf(part.stage - 1) != rank_;
-        if (remote) p.waits_for = transfers_.At(ActionKind::kSendF, part.stage - 1, part.microbatch);
+        if (!s_.IsFirstStage(part.stage) && s_.RankOf(part.stage - 1) != rank_) {
+          p.waits_for = transfers_.At(ActionKind::kSendF, part.stage - 1, part.microbatch);
+        }
         break;
       case ActionKind::kBackwardInput:
       case ActionKind::kBackward:
         p.cost_us = part.kind == ActionKind::kBackward ? c.backward_us : c.backward_input_us;
-        remote = !s_.IsLastStage(part.stage) && s_.RankOf(part.stage + 1) != rank_;
-        if (remote) p.waits_for = transfers_.At(ActionKind::kSendB, part.stage + 1, part.microbatch);
+        if (!s_.IsLastStage(part.stage) && s_.RankOf(part.stage + 1) != rank_) {
+          p.waits_for = transfers_.At(ActionKind::kSendB, part.stage + 1, part.microbatch);
+        }
         break;
       default:  // W needs nothing from other ranks
         p.cost_us = c.backward_weight_us;
         break;
-    }
-    if (remote && p.waits_for == kNoTransfer) {
-      return Error(rank_, i, top, "consumes data that no SEND provides");
     }
     return p;
   }
@@ -312,15 +264,38 @@ absl::StatusOr<Executable> BuildExecutable(const Schedule& schedule, const Model
   std::vector<StageCost> costs;
   costs.reserve(schedule.num_stages());
   for (int s = 0; s < schedule.num_stages(); ++s) costs.push_back(model.ForStage(s));
-  TransferIndex index(schedule.num_stages(), schedule.microbatches_per_chain());
   Executable exe;
-  ASSIGN_OR_RETURN(exe.transfers, BuildTransfers(schedule, costs, index));
+  ASSIGN_OR_RETURN(exe.positions, MatchSendRecv(schedule));
+  TransferIndex index(schedule.num_stages(), schedule.microbatches_per_chain());
+  exe.transfers = BuildTransfers(schedule, exe.positions, costs, index);
   for (int r = 0; r < schedule.pp; ++r) {
     ASSIGN_OR_RETURN(RankExecutable rank,
                      RankBuilder(schedule, costs, r, buffers[r], index).Build(model));
     exe.ranks.push_back(std::move(rank));
   }
   return exe;
+}
+
+absl::Status CheckExecutableFits(const Schedule& schedule, const Executable& executable) {
+  if (executable.ranks.size() != static_cast<size_t>(schedule.pp)) {
+    return absl::InvalidArgumentError(absl::StrCat("the executable has ", executable.ranks.size(),
+                                                   " ranks but the schedule ", schedule.pp));
+  }
+  for (int r = 0; r < schedule.pp; ++r) {
+    if (executable.ranks[r].steps.size() != schedule.ranks[r].size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", r, ": the executable has ", executable.ranks[r].steps.size(),
+          " steps but the program ", schedule.ranks[r].size(), " actions (built from another "
+          "schedule?)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+RankCursor CursorOf(const Schedule& schedule, const Executable& executable, int rank,
+                    WaitModel model) {
+  return RankCursor(schedule, executable.positions, rank, model,
+                    &executable.ranks[rank].memory);
 }
 
 }  // namespace jitpipe

@@ -1,21 +1,23 @@
 // The executable form of a lowered, planned schedule: what every driver (the
-// simulator's virtual clock, the in-process threads, MPI processes) walks.
+// simulator's virtual clock, the in-process threads, MPI processes) walks
+// with a rank cursor (scheduler/execution/rank_cursor.h).
 //
-// Each rank's lowered program becomes a list of steps, one per action, each
-// saying what the rank does and what it waits on:
-//   compute (F, I, W, B, OVERLAP_F_B)  parts, each with its buffers and the
-//                                     transfer it must see completed first
-//   SEND_F / SEND_B                    post the transfer from a buffer
-//   RECV_F / RECV_B                    post the transfer into a buffer
-//   REDUCE_GRAD                        start the stage's gradient reduction
-//   UNSHARD / RESHARD                  gather / free the stage's parameters
-// and which buffers of the memory plan come alive before the step, die
-// after it, or die once the step's transfer has completed. The drivers add
-// only the "how": a driver that performs the steps in order and honours the
-// waits executes the schedule; memory follows the plan by construction.
+// The cursor says what a rank does next and what it waits for; the
+// executable adds what the drivers need to do it. Per rank, one step per
+// action:
+//   compute (F, I, W, B, OVERLAP_F_B)  parts, each with its buffers and cost
+//   SEND_F / SEND_B                    the transfer, the buffer sent from
+//   RECV_F / RECV_B                    the transfer, the buffer received into
+//   REDUCE_GRAD                        the stage's parameter gradients
+//   UNSHARD / RESHARD                  the stage's gathered parameters
+// and the rank's memory events (which buffers of the memory plan come alive
+// before each step, die after it, or die once its transfer has completed),
+// which the cursor hands out in order: memory follows the plan by
+// construction, whoever drives.
 //
-// Transfers are numbered over the whole schedule, one per SEND/RECV pair,
-// with a tag unique among the transfers between two ranks in one step.
+// Transfers are numbered over the whole schedule, one per SEND/RECV pair
+// (sends in rank, then program order), with a tag unique among the
+// transfers between two ranks in one step.
 //
 // Everything here is a plain value; building is pure.
 #ifndef JITPIPE_STAGES_RANK_EXECUTABLE_H_
@@ -27,6 +29,9 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "memory/buffer_lifetimes.h"
+#include "scheduler/analysis/comm_matching.h"
+#include "scheduler/execution/memory_events.h"
+#include "scheduler/execution/rank_cursor.h"
 #include "scheduler/ir/model.h"
 #include "scheduler/ir/schedule.h"
 
@@ -66,7 +71,9 @@ struct ExecPart {
   int32_t stage = 0;
   int32_t microbatch = 0;
   double cost_us = 0;                // from the model
-  int32_t waits_for = kNoTransfer;   // the transfer whose data this part consumes
+  // The transfer whose data this part consumes (kNoTransfer: none). Data,
+  // not a rule: drivers wait as the rank cursor says.
+  int32_t waits_for = kNoTransfer;
   PartBuffers buffers;
 };
 
@@ -81,39 +88,25 @@ struct ExecStep {
   // buffer = the stage's gathered parameters (kNoBuffer when not planned).
   int32_t transfer = kNoTransfer;
   int32_t buffer = kNoBuffer;
-  // Ranges into RankExecutable::parts and ::buffer_lists.
+  // The range of RankExecutable::parts.
   int32_t parts_begin = 0, parts_end = 0;
-  int32_t allocate_begin = 0, allocate_end = 0;      // alive before the step
-  int32_t release_begin = 0, release_end = 0;        // dead after the step
-  int32_t release_on_send_begin = 0, release_on_send_end = 0;  // dead when the transfer completes
 };
 
 struct RankExecutable {
   int rank = 0;
-  std::vector<ExecStep> steps;
+  std::vector<ExecStep> steps;  // steps[i] is the action at index i
   std::vector<ExecPart> parts;
-  std::vector<int32_t> buffer_lists;   // concatenated id lists of the steps
-  std::vector<int32_t> allocate_at_start;  // eager receive buffers
-  std::vector<int32_t> release_at_end;     // held to step end
-  std::vector<int64_t> buffer_bytes;       // per buffer id
+  RankMemoryEvents memory;                      // buffer ids: the rank's plan's
+  std::vector<int64_t> buffer_bytes;            // per buffer id
   std::vector<MemoryCategory> buffer_category;  // per buffer id
 
   absl::Span<const ExecPart> PartsOf(const ExecStep& s) const {
     return absl::MakeConstSpan(parts).subspan(s.parts_begin, s.parts_end - s.parts_begin);
   }
-  absl::Span<const int32_t> AllocatedBefore(const ExecStep& s) const { return List(s.allocate_begin, s.allocate_end); }
-  absl::Span<const int32_t> ReleasedAfter(const ExecStep& s) const { return List(s.release_begin, s.release_end); }
-  absl::Span<const int32_t> ReleasedOnSend(const ExecStep& s) const {
-    return List(s.release_on_send_begin, s.release_on_send_end);
-  }
-
- private:
-  absl::Span<const int32_t> List(int32_t begin, int32_t end) const {
-    return absl::MakeConstSpan(buffer_lists).subspan(begin, end - begin);
-  }
 };
 
 struct Executable {
+  CommPositions positions;  // MatchSendRecv of the schedule: what the cursors read
   std::vector<Transfer> transfers;
   std::vector<RankExecutable> ranks;
 };
@@ -122,11 +115,22 @@ struct Executable {
 // rank (`buffers[r]` from ComputeBufferLifetimes for rank r, any policy).
 // The schedule is expected to pass Validate(); what building needs is checked
 // again. Errors: FailedPrecondition for a compute-only schedule;
-// InvalidArgument naming rank, index and action for a SEND or RECV without
-// its partner, or a consumer whose RECV is missing.
+// InvalidArgument from MatchSendRecv (naming rank, index and action: a SEND
+// or RECV without its partner, a consumer whose RECV is missing) or for an
+// action that cannot run (a bubble).
 // REQUIRES: buffers.size() == schedule.pp.
 absl::StatusOr<Executable> BuildExecutable(const Schedule& schedule, const Model& model,
                                            absl::Span<const RankBuffers> buffers);
+
+// OK when `executable` has a step for every action of every rank of
+// `schedule` (as BuildExecutable of it does); InvalidArgument naming the
+// first rank that differs otherwise. Drivers check it before they walk.
+absl::Status CheckExecutableFits(const Schedule& schedule, const Executable& executable);
+
+// Rank `rank`'s cursor over `executable` (built from `schedule`), with its
+// memory events. Both must outlive the cursor.
+RankCursor CursorOf(const Schedule& schedule, const Executable& executable, int rank,
+                    WaitModel model = WaitModel::kRelaxed);
 
 // The transfer tag for (kind, stage, microbatch): unique per schedule step.
 uint64_t TransferTag(const Schedule& schedule, ActionKind send_kind, int stage, int microbatch);

@@ -1,10 +1,12 @@
 #include "stages/rank_executor.h"
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/status_macros.h"
 
 namespace jitpipe {
@@ -43,6 +45,7 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
     absl::Span<Stage* const> stages, BufferProvider* buffers, FlightRecorder* recorder,
     const RankExecutorOptions& options) {
   RETURN_IF_ERROR(CheckOptions(schedule, rank, *transport, options));
+  RETURN_IF_ERROR(CheckExecutableFits(schedule, executable));
   if (buffers->memory_space() == MemorySpace::kDevice && options.device < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rank ", rank, ": the buffer provider hands out device memory but no device was given"));
@@ -63,9 +66,9 @@ absl::StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
 }
 
 // Precomputes what the step loop would otherwise look up or format per
-// action. Index spaces: step position i (= program index order), part
-// index into exe_.parts, RECV slot (the rank's receives, numbered in program
-// order), transfer id (over the schedule), buffer id (the rank's plan).
+// action. Index spaces: step i (= program index), part index into
+// exe_.parts, RECV slot (the rank's receives, numbered in program order),
+// transfer id (over the schedule), buffer id (the rank's plan).
 RankExecutor::RankExecutor(const Schedule& schedule, const Executable& executable, int rank,
                            Transport* transport, std::vector<Stage*> stages,
                            BufferProvider* buffers, FlightRecorder* recorder,
@@ -81,9 +84,10 @@ RankExecutor::RankExecutor(const Schedule& schedule, const Executable& executabl
       recorder_(recorder),
       options_(options),
       context_{buffers->memory_space(), options.device, options.stream},
-      release_after_requests_(buffers->ReleasesAfterRequests()) {
+      release_after_requests_(buffers->ReleasesAfterRequests()),
+      allocate_after_sends_(buffers->ReusesReleasedBytes() && !release_after_requests_),
+      cursor_(CursorOf(schedule, executable, rank)) {
   const RankProgram& program = schedule.ranks[rank];
-  absl::flat_hash_map<int32_t, int32_t> slot_of_transfer;
   texts_.reserve(exe_.steps.size());
   infos_.resize(exe_.steps.size());
   recv_slot_.assign(exe_.steps.size(), -1);
@@ -93,20 +97,11 @@ RankExecutor::RankExecutor(const Schedule& schedule, const Executable& executabl
     if (IsSendRecv(step.kind) || step.kind == ActionKind::kReduceGrad) {
       infos_[i] = OpInfo{step.stage, step.microbatch, step.index, texts_.back()};
     }
-    if (IsRecv(step.kind)) {
-      recv_slot_[i] = num_recv_slots_;
-      slot_of_transfer[step.transfer] = num_recv_slots_++;
-    }
+    if (IsRecv(step.kind)) recv_slot_[i] = num_recv_slots_++;
   }
-  part_slot_.assign(exe_.parts.size(), -1);
   zero_on_alloc_.assign(exe_.buffer_bytes.size(), false);
   param_grad_of_.assign(schedule.num_stages(), kNoBuffer);
-  for (size_t p = 0; p < exe_.parts.size(); ++p) {
-    const ExecPart& part = exe_.parts[p];
-    if (part.waits_for != kNoTransfer) {
-      auto it = slot_of_transfer.find(part.waits_for);
-      if (it != slot_of_transfer.end()) part_slot_[p] = it->second;
-    }
+  for (const ExecPart& part : exe_.parts) {
     if (part.buffers.param_grad != kNoBuffer) {
       zero_on_alloc_[part.buffers.param_grad] = true;
       param_grad_of_[part.stage] = part.buffers.param_grad;
@@ -118,10 +113,6 @@ RankExecutor::RankExecutor(const Schedule& schedule, const Executable& executabl
   recv_span_.resize(num_recv_slots_);
   pending_recvs_.reserve(num_recv_slots_);
   pending_sends_.reserve(exe_.steps.size());
-  if (options_.record_timeline) {
-    timeline_.spans.reserve(exe_.steps.size() + 8);
-    timeline_.memory.reserve(2 * exe_.steps.size() + 4);
-  }
   Group group;
   for (int k = 0; k < options_.dp; ++k) group.ranks.push_back(rank + k * schedule.pp);
   reductions_ = std::make_unique<ReductionWorker>(transport, std::move(group), options_.reduce,
@@ -169,84 +160,147 @@ absl::Status RankExecutor::InContext(const absl::Status& status, int32_t i) cons
   if (options_.dp > 1) {
     absl::StrAppend(&where, " (pipeline rank ", rank_, ", replica ", options_.replica, ")");
   }
-  if (i >= 0) {
+  if (i >= 0 && i < static_cast<int32_t>(exe_.steps.size())) {
     absl::StrAppend(&where, ", index ", exe_.steps[i].index, " (", texts_[i], ")");
   }
   return absl::Status(status.code(), absl::StrCat(where, ": ", status.message()));
 }
 
 absl::StatusOr<StepResult> RankExecutor::RunStep() {
+  RETURN_IF_ERROR(BeginStep());
+  while (true) {
+    ASSIGN_OR_RETURN(Progress progress, Advance());
+    if (progress.done) return TakeResult();
+    if (absl::Status s = WaitBlocked(); !s.ok()) {
+      failed_ = true;
+      return InContext(s, cursor_.current().index);
+    }
+  }
+}
+
+absl::Status RankExecutor::BeginStep() {
   if (failed_) return absl::FailedPreconditionError("the executor failed in an earlier step");
-  StepResult result;
+  if (in_step_) return absl::FailedPreconditionError("a step is in progress");
+  in_step_ = true;
+  cursor_ = CursorOf(schedule_, executable_, rank_);
+  result_ = StepResult();
+  if (options_.record_timeline) {
+    result_.timeline.spans.reserve(exe_.steps.size() + 8);
+    result_.timeline.memory.reserve(2 * exe_.steps.size() + 4);
+  }
   std::fill(recv_state_.begin(), recv_state_.end(), RecvState::kNotPosted);
   pending_recvs_.clear();
   pending_sends_.clear();
-  timeline_.spans.clear();
-  timeline_.memory.clear();
+  blocked_ = Blocked();
+  position_ = -1;
   buffers_->ResetPeak();
-  result.start_us = NowUs();
-  absl::Status status = Allocate(exe_.allocate_at_start);
-  SampleMemory();
-  for (int32_t i = 0; status.ok() && i < static_cast<int32_t>(exe_.steps.size()); ++i) {
-    status = RunProgramStep(i, result);
-    if (!status.ok()) status = InContext(status, i);
-  }
-  if (status.ok()) {
-    status = CompleteAll();
-    if (!status.ok()) status = InContext(status, -1);
-  }
-  if (status.ok()) status = FinishStep(result);
-  if (!status.ok()) {
-    failed_ = true;
-    return status;
-  }
-  result.peak_bytes = buffers_->peak_bytes();
-  result.timeline = timeline_;
-  return result;
+  result_.start_us = NowUs();
+  return absl::OkStatus();
 }
 
-absl::Status RankExecutor::RunProgramStep(int32_t i, StepResult& result) {
-  const ExecStep& step = exe_.steps[i];
-  if (recorder_ != nullptr) recorder_->SetPosition(step.index, texts_[i]);
-  if (buffers_->ReusesReleasedBytes() && !release_after_requests_ && !pending_sends_.empty() &&
-      step.allocate_begin != step.allocate_end) {
-    RETURN_IF_ERROR(CompleteSends());
+absl::StatusOr<RankExecutor::Progress> RankExecutor::Advance() {
+  if (failed_ || !in_step_) {
+    return absl::FailedPreconditionError(failed_ ? "the executor failed in an earlier step"
+                                                 : "no step in progress");
   }
-  RETURN_IF_ERROR(Allocate(exe_.AllocatedBefore(step)));
-  SampleMemory();
+  Progress progress;
+  while (!cursor_.done()) {
+    const Instruction& in = cursor_.current();
+    if (in.index != position_ && in.index >= 0 && in.index < cursor_.size()) {
+      position_ = in.index;
+      if (recorder_ != nullptr) recorder_->SetPosition(exe_.steps[in.index].index, texts_[in.index]);
+    }
+    const Step step = in.step;
+    const int32_t index = in.index;
+    absl::StatusOr<bool> went = Execute(in);
+    if (went.ok() && *went) {
+      blocked_ = Blocked();
+      progress.moved = true;
+      cursor_.Advance();
+      // An action without releases: its pending transfers are tested now.
+      if (step == Step::kRun && cursor_.current().step != Step::kRelease) {
+        went = AfterAction();
+      }
+    }
+    if (!went.ok()) {
+      failed_ = true;
+      return InContext(went.status(), index);
+    }
+    if (!*went) return progress;
+  }
+  progress.done = true;
+  return progress;
+}
+
+StepResult RankExecutor::TakeResult() {
+  in_step_ = false;
+  result_.peak_bytes = buffers_->peak_bytes();
+  return std::move(result_);
+}
+
+absl::StatusOr<bool> RankExecutor::Execute(const Instruction& in) {
+  switch (in.step) {
+    case Step::kBegin:
+      RETURN_IF_ERROR(Allocate(in.buffers));
+      SampleMemory();
+      return true;
+    case Step::kWait:
+      return ReachWait(in.wait);
+    case Step::kAllocate:
+      if (allocate_after_sends_ && !pending_sends_.empty()) {
+        ASSIGN_OR_RETURN(bool sent, SendsDone());
+        if (!sent) return Block(Blocked::Kind::kSend, 0);
+      }
+      RETURN_IF_ERROR(Allocate(in.buffers));
+      SampleMemory();
+      return true;
+    case Step::kRun:
+      RETURN_IF_ERROR(RunAction(in.index));
+      return true;
+    case Step::kRelease:
+      Release(in.buffers);
+      return AfterAction();
+    case Step::kEnd:
+      return EndStep();
+    case Step::kDone:
+      return true;
+  }
+  return absl::InternalError("an unknown instruction");
+}
+
+absl::StatusOr<bool> RankExecutor::ReachWait(const Wait& wait) {
+  if (wait.kind != WaitKind::kTransfer) return true;  // UNSHARD: nothing to gather here
+  const int32_t slot = recv_slot_[wait.local];
+  ASSIGN_OR_RETURN(bool done, RecvDone(slot));
+  if (!done) return Block(Blocked::Kind::kRecv, slot);
+  return true;
+}
+
+absl::Status RankExecutor::RunAction(int32_t i) {
+  const ExecStep& step = exe_.steps[i];
   if (IsCompute(step.kind)) {
-    // The compute span starts once the first part's input has arrived: the
-    // wait before it shows on the recv track.
-    double compute_start = -1;
-    for (const ExecPart& part : exe_.PartsOf(step)) {
-      const int32_t slot = part_slot_[&part - exe_.parts.data()];
-      if (slot >= 0) RETURN_IF_ERROR(WaitRecv(slot));
-      if (compute_start < 0) compute_start = NowUs();
-      RETURN_IF_ERROR(RunPart(part, result));
-    }
+    const double start = NowUs();
+    for (const ExecPart& part : exe_.PartsOf(step)) RETURN_IF_ERROR(RunPart(part));
     if (options_.record_timeline) {
-      timeline_.spans.push_back(
-          {world_rank_, TimelineTrack::kCompute, step.index, -1, compute_start, NowUs()});
+      result_.timeline.spans.push_back(
+          {world_rank_, TimelineTrack::kCompute, step.index, -1, start, NowUs()});
     }
-  } else if (IsSend(step.kind)) {
-    RETURN_IF_ERROR(PostSend(i, step));
-  } else if (IsRecv(step.kind)) {
-    RETURN_IF_ERROR(PostRecv(i, step));
-  } else if (step.kind == ActionKind::kReduceGrad && step.buffer != kNoBuffer) {
+    return absl::OkStatus();
+  }
+  if (IsSend(step.kind)) return PostSend(i, step, cursor_.current().buffers);
+  if (IsRecv(step.kind)) return PostRecv(i, step);
+  if (step.kind == ActionKind::kReduceGrad && step.buffer != kNoBuffer) {
     MutableBytes grads = Bytes(step.buffer);
     reductions_->Start({reinterpret_cast<float*>(grads.data()), grads.size() / sizeof(float)},
                        infos_[i]);
   }
-  Release(exe_.ReleasedAfter(step));
-  if (!pending_sends_.empty() || !pending_recvs_.empty()) RETURN_IF_ERROR(Poll());
-  SampleMemory();
-  return absl::OkStatus();
+  return absl::OkStatus();  // UNSHARD, RESHARD: the plan's memory events only
 }
 
 // Calls the part's Stage with the part's buffers (empty where the role does
 // not exist). A chain's first stage loads its input before the forward; a
 // chain's last stage adds its loss after it.
-absl::Status RankExecutor::RunPart(const ExecPart& part, StepResult& result) {
+absl::Status RankExecutor::RunPart(const ExecPart& part) {
   Stage& stage = *stages_[part.stage];
   const PartBuffers& b = part.buffers;
   const int mb = part.microbatch;
@@ -256,7 +310,7 @@ absl::Status RankExecutor::RunPart(const ExecPart& part, StepResult& result) {
         RETURN_IF_ERROR(stage.LoadInput(context_, mb, Bytes(b.input)));
       }
       RETURN_IF_ERROR(stage.Forward(context_, mb, Bytes(b.input), Bytes(b.output), Bytes(b.stash)));
-      if (schedule_.IsLastStage(part.stage)) result.loss += stage.Loss(mb);
+      if (schedule_.IsLastStage(part.stage)) result_.loss += stage.Loss(mb);
       return absl::OkStatus();
     case ActionKind::kBackwardInput:
       return stage.BackwardInput(context_, mb, Bytes(b.output_grad), Bytes(b.stash),
@@ -272,20 +326,21 @@ absl::Status RankExecutor::RunPart(const ExecPart& part, StepResult& result) {
   }
 }
 
-absl::Status RankExecutor::PostSend(int32_t i, const ExecStep& step) {
+absl::Status RankExecutor::PostSend(int32_t i, const ExecStep& step,
+                                    absl::Span<const int32_t> sent) {
   const Transfer& t = executable_.transfers[step.transfer];
   const int peer = options_.replica * schedule_.pp + t.dst_rank;
   const double start = NowUs();
   ASSIGN_OR_RETURN(RequestId id, transport_->PostSend(peer, t.tag, Bytes(step.buffer), infos_[i]));
   int32_t span = -1;
   if (options_.record_timeline) {
-    span = static_cast<int32_t>(timeline_.spans.size());
-    timeline_.spans.push_back(
+    span = static_cast<int32_t>(result_.timeline.spans.size());
+    result_.timeline.spans.push_back(
         {world_rank_, TimelineTrack::kSend, step.index, step.transfer, start, start});
   }
   pending_sends_.push_back({id, i, span});
   if (release_after_requests_) {
-    for (int32_t buffer : exe_.ReleasedOnSend(step)) {
+    for (int32_t buffer : sent) {
       buffers_->ReleaseAfter(buffer, id);
       span_of_[buffer] = MutableBytes();
     }
@@ -303,38 +358,36 @@ absl::Status RankExecutor::PostRecv(int32_t i, const ExecStep& step) {
   recv_state_[slot] = RecvState::kPending;
   recv_span_[slot] = -1;
   if (options_.record_timeline) {
-    recv_span_[slot] = static_cast<int32_t>(timeline_.spans.size());
-    timeline_.spans.push_back(
+    recv_span_[slot] = static_cast<int32_t>(result_.timeline.spans.size());
+    result_.timeline.spans.push_back(
         {world_rank_, TimelineTrack::kRecv, step.index, step.transfer, start, start});
   }
   pending_recvs_.push_back(slot);
   return absl::OkStatus();
 }
 
-absl::Status RankExecutor::WaitRecv(int32_t slot) {
-  if (recv_state_[slot] == RecvState::kDone) return absl::OkStatus();
+absl::StatusOr<bool> RankExecutor::AfterAction() {
+  if (!pending_sends_.empty() || !pending_recvs_.empty()) RETURN_IF_ERROR(Poll());
+  SampleMemory();
+  return true;
+}
+
+// Marks the receive in `slot` done once the transport says so.
+absl::StatusOr<bool> RankExecutor::RecvDone(int32_t slot) {
+  if (recv_state_[slot] == RecvState::kDone) return true;
   if (recv_state_[slot] == RecvState::kNotPosted) {
     return absl::InternalError("consumes a transfer whose RECV was not posted");
   }
-  RETURN_IF_ERROR(transport_->Wait(recv_request_[slot], options_.timeout));
+  ASSIGN_OR_RETURN(bool done, transport_->Test(recv_request_[slot]));
+  if (!done) return false;
   recv_state_[slot] = RecvState::kDone;
-  if (recv_span_[slot] >= 0) timeline_.spans[recv_span_[slot]].end_us = NowUs();
+  if (recv_span_[slot] >= 0) result_.timeline.spans[recv_span_[slot]].end_us = NowUs();
   pending_recvs_.erase(std::find(pending_recvs_.begin(), pending_recvs_.end(), slot));
-  return absl::OkStatus();
+  return true;
 }
 
 absl::Status RankExecutor::Poll() {
-  for (size_t k = 0; k < pending_sends_.size();) {
-    const PendingSend& send = pending_sends_[k];
-    ASSIGN_OR_RETURN(bool done, transport_->Test(send.request));
-    if (!done) {
-      ++k;
-      continue;
-    }
-    if (send.span >= 0) timeline_.spans[send.span].end_us = NowUs();
-    ReleaseSent(send);
-    pending_sends_.erase(pending_sends_.begin() + static_cast<std::ptrdiff_t>(k));
-  }
+  RETURN_IF_ERROR(SendsDone().status());
   for (size_t k = 0; k < pending_recvs_.size();) {
     const int32_t slot = pending_recvs_[k];
     ASSIGN_OR_RETURN(bool done, transport_->Test(recv_request_[slot]));
@@ -343,26 +396,152 @@ absl::Status RankExecutor::Poll() {
       continue;
     }
     recv_state_[slot] = RecvState::kDone;
-    if (recv_span_[slot] >= 0) timeline_.spans[recv_span_[slot]].end_us = NowUs();
+    if (recv_span_[slot] >= 0) result_.timeline.spans[recv_span_[slot]].end_us = NowUs();
     pending_recvs_.erase(pending_recvs_.begin() + static_cast<std::ptrdiff_t>(k));
   }
   return absl::OkStatus();
 }
 
-absl::Status RankExecutor::CompleteSends() {
-  for (const PendingSend& send : pending_sends_) {
-    RETURN_IF_ERROR(transport_->Wait(send.request, options_.timeout));
-    if (send.span >= 0) timeline_.spans[send.span].end_us = NowUs();
+absl::StatusOr<bool> RankExecutor::SendsDone() {
+  for (size_t k = 0; k < pending_sends_.size();) {
+    const PendingSend& send = pending_sends_[k];
+    ASSIGN_OR_RETURN(bool done, transport_->Test(send.request));
+    if (!done) {
+      ++k;
+      continue;
+    }
+    if (send.span >= 0) result_.timeline.spans[send.span].end_us = NowUs();
     ReleaseSent(send);
+    pending_sends_.erase(pending_sends_.begin() + static_cast<std::ptrdiff_t>(k));
   }
-  pending_sends_.clear();
+  return pending_sends_.empty();
+}
+
+void RankExecutor::ReleaseSent(const PendingSend& send) {
+  const absl::Span<const int32_t> ids = exe_.memory.ReleasedOnCompletion(send.step);
+  if (!release_after_requests_) {
+    Release(ids);
+    return;
+  }
+  buffers_->RequestCompleted(send.request);
+  for (int32_t id : ids) {
+    live_by_category_[static_cast<int>(exe_.buffer_category[id])] -= exe_.buffer_bytes[id];
+    memory_changed_ = true;
+  }
+}
+
+absl::StatusOr<bool> RankExecutor::Block(Blocked::Kind kind, int32_t slot) {
+  const absl::Time now = absl::Now();
+  if (blocked_.kind != kind || blocked_.slot != slot) blocked_ = {kind, slot, now};
+  if (now - blocked_.since <= options_.timeout) return false;
+  return absl::DeadlineExceededError(absl::StrCat(
+      "timed out after ", absl::FormatDuration(options_.timeout), " waiting for ",
+      DescribeBlocked()));
+}
+
+// The operation in the words the transports use for it ("receive 1RECV_F1
+// from rank 0 (index 2)").
+std::string RankExecutor::DescribeBlocked() const {
+  auto op = [&](absl::string_view verb, int32_t i, absl::string_view peer, int32_t peer_rank) {
+    const int world_peer = options_.replica * schedule_.pp + peer_rank;
+    return absl::StrCat(verb, " ", texts_[i], " ", peer, " rank ", world_peer, " (index ",
+                        exe_.steps[i].index, ")");
+  };
+  switch (blocked_.kind) {
+    case Blocked::Kind::kRecv: {
+      const int32_t i = static_cast<int32_t>(
+          std::find(recv_slot_.begin(), recv_slot_.end(), blocked_.slot) - recv_slot_.begin());
+      return op("receive", i, "from", executable_.transfers[exe_.steps[i].transfer].src_rank);
+    }
+    case Blocked::Kind::kSend: {
+      const int32_t i = pending_sends_[blocked_.slot].step;
+      return op("send", i, "to", executable_.transfers[exe_.steps[i].transfer].dst_rank);
+    }
+    case Blocked::Kind::kReductions:
+      return "the gradient reductions";
+    case Blocked::Kind::kNone:
+      break;
+  }
+  return "nothing";
+}
+
+// RunStep's wait: in the transport (or the reduction worker) for what
+// blocked_ names; once it is over the step goes on where it stopped.
+absl::Status RankExecutor::WaitBlocked() {
+  switch (blocked_.kind) {
+    case Blocked::Kind::kRecv: {
+      const int32_t slot = blocked_.slot;
+      RETURN_IF_ERROR(transport_->Wait(recv_request_[slot], options_.timeout));
+      recv_state_[slot] = RecvState::kDone;
+      if (recv_span_[slot] >= 0) result_.timeline.spans[recv_span_[slot]].end_us = NowUs();
+      pending_recvs_.erase(std::find(pending_recvs_.begin(), pending_recvs_.end(), slot));
+      return absl::OkStatus();
+    }
+    case Blocked::Kind::kSend: {
+      const PendingSend send = pending_sends_[blocked_.slot];
+      RETURN_IF_ERROR(transport_->Wait(send.request, options_.timeout));
+      if (send.span >= 0) result_.timeline.spans[send.span].end_us = NowUs();
+      ReleaseSent(send);
+      pending_sends_.erase(pending_sends_.begin() + blocked_.slot);
+      return absl::OkStatus();
+    }
+    case Blocked::Kind::kReductions:
+      return reductions_->WaitAll(options_.timeout);
+    case Blocked::Kind::kNone:
+      break;
+  }
+  return absl::InternalError("waits for nothing");
+}
+
+// The end of the step, in order: every pending send and receive completed,
+// then every reduction (the exposed part measured), FinishStep per stage
+// with its reduced gradients, the step-end buffers released.
+absl::StatusOr<bool> RankExecutor::EndStep() {
+  if (!pending_sends_.empty()) {
+    ASSIGN_OR_RETURN(bool sent, SendsDone());
+    if (!sent) return Block(Blocked::Kind::kSend, 0);
+  }
+  while (!pending_recvs_.empty()) {
+    const int32_t slot = pending_recvs_.front();
+    ASSIGN_OR_RETURN(bool done, RecvDone(slot));
+    if (!done) return Block(Blocked::Kind::kRecv, slot);
+  }
+  if (result_.compute_end_us == 0) result_.compute_end_us = NowUs();
+  if (!reductions_->Idle()) return Block(Blocked::Kind::kReductions, 0);
+  RETURN_IF_ERROR(reductions_->WaitAll(options_.timeout));
+  RETURN_IF_ERROR(FinishStep());
+  return true;
+}
+
+absl::Status RankExecutor::FinishStep() {
+  const double reduced = NowUs();
+  result_.exposed_reduce_us = reduced - result_.compute_end_us;
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    if (stages_[s] == nullptr) continue;
+    absl::Status status = stages_[s]->FinishStep(context_, Bytes(param_grad_of_[s]));
+    if (!status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat("stage ", s, " FinishStep: ", status.message()));
+    }
+  }
+  Release(cursor_.current().buffers);  // the step-end buffers
+  SampleMemory();
+  CloseTimeline();
+  result_.end_us = NowUs();
   return absl::OkStatus();
 }
 
-absl::Status RankExecutor::CompleteAll() {
-  RETURN_IF_ERROR(CompleteSends());
-  while (!pending_recvs_.empty()) RETURN_IF_ERROR(WaitRecv(pending_recvs_.back()));
-  return absl::OkStatus();
+void RankExecutor::CloseTimeline() {
+  for (const ReductionSpan& r : reductions_->TakeSpans()) {
+    if (options_.record_timeline) {
+      result_.timeline.spans.push_back(
+          {world_rank_, TimelineTrack::kReduce, r.index, -1, r.start_us, r.end_us});
+    }
+  }
+  if (options_.record_timeline) {
+    std::stable_sort(result_.timeline.spans.begin(), result_.timeline.spans.end(),
+                     [](const TimelineSpan& a, const TimelineSpan& b) { return a.index < b.index; });
+  }
 }
 
 absl::Status RankExecutor::Allocate(absl::Span<const int32_t> ids) {
@@ -373,19 +552,6 @@ absl::Status RankExecutor::Allocate(absl::Span<const int32_t> ids) {
     memory_changed_ = true;
   }
   return absl::OkStatus();
-}
-
-void RankExecutor::ReleaseSent(const PendingSend& send) {
-  const absl::Span<const int32_t> ids = exe_.ReleasedOnSend(exe_.steps[send.step]);
-  if (!release_after_requests_) {
-    Release(ids);
-    return;
-  }
-  buffers_->RequestCompleted(send.request);
-  for (int32_t id : ids) {
-    live_by_category_[static_cast<int>(exe_.buffer_category[id])] -= exe_.buffer_bytes[id];
-    memory_changed_ = true;
-  }
 }
 
 void RankExecutor::Release(absl::Span<const int32_t> ids) {
@@ -400,39 +566,37 @@ void RankExecutor::Release(absl::Span<const int32_t> ids) {
 void RankExecutor::SampleMemory() {
   if (!memory_changed_ || !options_.record_timeline) return;
   memory_changed_ = false;
-  timeline_.memory.push_back({world_rank_, NowUs(), live_by_category_});
+  result_.timeline.memory.push_back({world_rank_, NowUs(), live_by_category_});
 }
 
-// The end of the step: reductions waited for (the exposed part measured),
-// FinishStep per stage with its reduced gradients, step-end buffers
-// released, the reductions' spans merged into the timeline.
-absl::Status RankExecutor::FinishStep(StepResult& result) {
-  result.compute_end_us = NowUs();
-  if (absl::Status s = reductions_->WaitAll(options_.timeout); !s.ok()) return InContext(s, -1);
-  const double reduced = NowUs();
-  result.exposed_reduce_us = reduced - result.compute_end_us;
-  for (size_t s = 0; s < stages_.size(); ++s) {
-    if (stages_[s] == nullptr) continue;
-    absl::Status status = stages_[s]->FinishStep(context_, Bytes(param_grad_of_[s]));
-    if (!status.ok()) {
-      return InContext(absl::Status(status.code(), absl::StrCat("stage ", s, " FinishStep: ",
-                                                                status.message())),
-                       -1);
+absl::Status RunStepsTogether(absl::Span<RankExecutor* const> executors,
+                              std::vector<StepResult>& results) {
+  for (RankExecutor* e : executors) RETURN_IF_ERROR(e->BeginStep());
+  std::vector<bool> done(executors.size(), false);
+  size_t remaining = executors.size();
+  int idle_rounds = 0;
+  while (remaining > 0) {
+    bool moved = false;
+    for (size_t k = 0; k < executors.size(); ++k) {
+      if (done[k]) continue;
+      ASSIGN_OR_RETURN(RankExecutor::Progress p, executors[k]->Advance());
+      moved = moved || p.moved;
+      if (p.done) {
+        done[k] = true;
+        --remaining;
+      }
+    }
+    // Nothing moved: every rank here waits on a transfer or a reduction
+    // in flight. Yield for a while, then sleep (ranks may outnumber cores).
+    idle_rounds = moved ? 0 : idle_rounds + 1;
+    if (idle_rounds > 64) {
+      absl::SleepFor(absl::Microseconds(50));
+    } else if (idle_rounds > 0) {
+      std::this_thread::yield();
     }
   }
-  Release(exe_.release_at_end);
-  SampleMemory();
-  for (const ReductionSpan& r : reductions_->TakeSpans()) {
-    if (options_.record_timeline) {
-      timeline_.spans.push_back(
-          {world_rank_, TimelineTrack::kReduce, r.index, -1, r.start_us, r.end_us});
-    }
-  }
-  if (options_.record_timeline) {
-    std::stable_sort(timeline_.spans.begin(), timeline_.spans.end(),
-                     [](const TimelineSpan& a, const TimelineSpan& b) { return a.index < b.index; });
-  }
-  result.end_us = NowUs();
+  results.clear();
+  for (RankExecutor* e : executors) results.push_back(e->TakeResult());
   return absl::OkStatus();
 }
 

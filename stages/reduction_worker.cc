@@ -51,6 +51,11 @@ absl::Status ReductionWorker::WaitAll(absl::Duration timeout) {
   return status;
 }
 
+bool ReductionWorker::Idle() {
+  absl::MutexLock lock(&mu_);
+  return unfinished_ == 0;
+}
+
 std::vector<ReductionSpan> ReductionWorker::TakeSpans() {
   absl::MutexLock lock(&mu_);
   return std::exchange(spans_, {});

@@ -16,8 +16,8 @@
 // buffer is reduced as fp32 values; under kReduceScatter a tail of fewer
 // than group-size elements is left out.
 //
-// Thread safety: Start() and WaitAll() are called by the rank's compute
-// thread; the worker thread is internal.
+// Thread safety: Start(), Idle() and WaitAll() are called by the rank's
+// compute thread; the worker thread is internal.
 #ifndef JITPIPE_STAGES_REDUCTION_WORKER_H_
 #define JITPIPE_STAGES_REDUCTION_WORKER_H_
 
@@ -65,6 +65,10 @@ class ReductionWorker {
   // action), DeadlineExceeded when the time passes first. Clears the queue
   // of failed work so the worker can be reused for the next step.
   absl::Status WaitAll(absl::Duration timeout);
+
+  // Whether every started reduction has ended (successfully or not); never
+  // blocks. A caller that polls then collects the outcome with WaitAll().
+  bool Idle();
 
   // The spans of the reductions ended since the last call.
   std::vector<ReductionSpan> TakeSpans();

@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "scheduler/execution/deadlock.h"
+#include "scheduler/execution/run_ranks.h"
 
 namespace jitpipe {
 namespace {
@@ -17,7 +19,13 @@ struct TransferState {
   double send_post = kUnknown;
   double recv_post = kUnknown;
   double end = kUnknown;
-  int32_t waiter = -1;  // the rank blocked on this transfer's data
+};
+
+// An allocation (order 1) or release (order 0) of a buffer at a simulated time.
+struct TimedEvent {
+  double time;
+  int order;
+  int32_t buffer;
 };
 
 // One bucket of a reduction on the reduction stream.
@@ -36,7 +44,6 @@ struct GradientAction {
 };
 
 struct RankState {
-  size_t pc = 0;
   double t = 0;            // the compute stream is free from t
   double reduce_free = 0;  // the reduction stream is free from reduce_free
   double unshard_free = 0;
@@ -44,102 +51,109 @@ struct RankState {
   double last = 0;
   double busy = 0;
   double reduce_us = 0;
+  double end = 0;     // the rank's step is over: compute and reductions done
+  double ready = 0;   // the latest end of what the current action waited for
   std::vector<double> step_start, step_end;
   std::vector<ReduceRecord> reductions;
 };
 
-// One simulated step. Index spaces: rank, step (= program index) within a
+// One simulated step: the ranks' cursors (rank_cursor.h) driven by RunRanks
+// on a virtual clock. Index spaces: rank, step (= program index) within a
 // rank, transfer id over the schedule, stage, bucket within a reduction.
 class Engine {
  public:
   Engine(const Schedule& s, const Executable& exe, const Model& model)
       : s_(s), exe_(exe), model_(model), transfers_(exe.transfers.size()), ranks_(s.pp),
-        unshard_ready_(s.num_stages(), 0.0), gradient_(s.num_stages()) {
+        gradient_(s.num_stages()) {
     for (int r = 0; r < s.pp; ++r) {
       ranks_[r].step_start.assign(exe.ranks[r].steps.size(), 0);
       ranks_[r].step_end.assign(exe.ranks[r].steps.size(), 0);
     }
   }
 
-  // Ranks run until they block on a transfer whose peer has not posted yet;
-  // posting the peer's half wakes the blocked rank. Every rank runs each of
-  // its steps once, so the whole run is linear in the number of steps.
+  // Every rank runs each of its instructions once: the run is linear in the
+  // number of steps. Errors: DeadlockStatus() (InvalidArgument) when ranks
+  // block forever.
   absl::Status Run() {
-    std::vector<int> runnable;
-    for (int r = s_.pp - 1; r >= 0; --r) runnable.push_back(r);
-    while (!runnable.empty()) {
-      int r = runnable.back();
-      runnable.pop_back();
-      Advance(r, runnable);
+    std::vector<RankCursor> cursors;
+    cursors.reserve(s_.pp);
+    // Times only: the memory events are placed afterwards (MemoryEvents).
+    for (int r = 0; r < s_.pp; ++r) {
+      cursors.emplace_back(s_, exe_.positions, r, WaitModel::kRelaxed);
     }
-    return CheckAllDone();
+    const bool done = RunRanks(absl::MakeSpan(cursors),
+                               [this](int r, const Instruction& in) { Visit(r, in); });
+    if (!done) return DeadlockStatus(s_, exe_.positions, cursors);
+    return absl::OkStatus();
   }
 
   const RankState& rank(int r) const { return ranks_[r]; }
   const TransferState& transfer(int id) const { return transfers_[id]; }
-  // When rank r's step is over: compute and reductions done.
-  double RankEnd(int r) const { return std::max(ranks_[r].t, ranks_[r].reduce_free); }
 
  private:
-  // Runs rank r's steps until one waits on a transfer not yet posted by its
-  // peer, or the program ends.
-  void Advance(int r, std::vector<int>& runnable) {
+  void Visit(int r, const Instruction& in) {
     RankState& st = ranks_[r];
-    const RankExecutable& exe = exe_.ranks[r];
-    while (st.pc < exe.steps.size()) {
-      const ExecStep& step = exe.steps[st.pc];
-      double start = st.t, end = st.t;
-      if (IsCompute(step.kind)) {
-        if (!ComputeStart(exe, step, r, start)) return;
-        end = start + step.cost_us;
-        st.t = end;
-        st.busy += step.cost_us;
-        if (st.first == kUnknown) st.first = start;
-        st.last = end;
-        for (const ExecPart& part : exe.PartsOf(step)) {
-          if (part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardWeight) {
-            gradient_[part.stage] = {start, end};
-          }
-        }
-      } else if (IsSendRecv(step.kind)) {
-        Post(step.transfer, IsSend(step.kind), st.t, runnable);
-      } else if (step.kind == ActionKind::kReduceGrad) {
-        std::tie(start, end) = Reduce(st, step.stage);
-      } else if (step.kind == ActionKind::kUnshard) {
-        start = std::max(st.t, st.unshard_free);
-        end = start + GatherUs(step.stage);
-        st.unshard_free = end;
-        unshard_ready_[step.stage] = end;
-      }
-      st.step_start[st.pc] = start;
-      st.step_end[st.pc] = end;
-      ++st.pc;
+    switch (in.step) {
+      case Step::kWait:
+        st.ready = std::max(st.ready, WaitEnd(r, in.wait));
+        return;
+      case Step::kRun:
+        RunStep(r, st, in.index);
+        return;
+      case Step::kEnd:
+        st.end = std::max(st.t, st.reduce_free);
+        return;
+      default:
+        return;
     }
   }
 
-  // The start of a compute step: after the stream is free, the transfers its
-  // parts consume have completed and their stages' parameters are gathered.
-  // False when a transfer is not yet posted by the peer (the rank blocks).
-  bool ComputeStart(const RankExecutable& exe, const ExecStep& step, int r, double& start) {
-    for (const ExecPart& part : exe.PartsOf(step)) {
-      if (part.waits_for != kNoTransfer) {
-        TransferState& x = transfers_[part.waits_for];
-        if (x.end == kUnknown) {
-          x.waiter = r;
-          return false;
+  // When what the wait names is over, in simulated time: a transfer's end
+  // (both ends are posted once the wait holds), or this rank's UNSHARD's.
+  double WaitEnd(int r, const Wait& w) const {
+    if (w.kind == WaitKind::kLocal) return ranks_[r].step_end[w.local];
+    const int32_t id = exe_.ranks[r].steps[w.local].transfer;
+    return transfers_[id].end;
+  }
+
+  // Runs step `in.index` of rank r at simulated time: a compute once the
+  // stream is free and what it waited for is over; SEND/RECV posted when
+  // the rank reaches them; REDUCE_GRAD on the reduction stream; UNSHARD on
+  // the gather stream.
+  void RunStep(int r, RankState& st, int32_t i) {
+    const ExecStep& step = exe_.ranks[r].steps[i];
+    double start = st.t, end = st.t;
+    if (IsCompute(step.kind)) {
+      start = std::max(st.t, st.ready);
+      end = start + step.cost_us;
+      st.t = end;
+      st.busy += step.cost_us;
+      if (st.first == kUnknown) st.first = start;
+      st.last = end;
+      for (const ExecPart& part : exe_.ranks[r].PartsOf(step)) {
+        if (part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardWeight) {
+          gradient_[part.stage] = {start, end};
         }
-        start = std::max(start, x.end);
       }
-      start = std::max(start, unshard_ready_[part.stage]);
+    } else if (IsSendRecv(step.kind)) {
+      Post(step.transfer, IsSend(step.kind), st.t);
+    } else if (step.kind == ActionKind::kReduceGrad) {
+      std::tie(start, end) = Reduce(st, i, step.stage);
+    } else if (step.kind == ActionKind::kUnshard) {
+      start = std::max(st.t, st.unshard_free);
+      end = start + GatherUs(step.stage);
+      st.unshard_free = end;
     }
-    return true;
+    st.ready = 0;
+    st.step_start[i] = start;
+    st.step_end[i] = end;
   }
 
   // Runs the stage's reduction as dp.buckets buckets on the rank's
   // reduction stream (model.h: bucket i < k-1 ready at (i+1)/k of the
   // stage's last gradient action, the last one now). Returns the first
   // bucket's start and the last one's end.
-  std::pair<double, double> Reduce(RankState& st, int stage) {
+  std::pair<double, double> Reduce(RankState& st, int32_t step, int stage) {
     const int k = model_.dp.buckets;
     const double bucket_us = BucketUs(stage, k);
     const GradientAction& g = gradient_[stage];
@@ -152,22 +166,19 @@ class Engine {
       const double start = std::max(ready, st.reduce_free);
       st.reduce_free = start + bucket_us;
       st.reduce_us += bucket_us;
-      st.reductions.push_back({static_cast<int32_t>(st.pc), i, start, st.reduce_free});
+      st.reductions.push_back({step, i, start, st.reduce_free});
       if (first_start == kUnknown) first_start = start;
     }
     return {first_start, st.reduce_free};
   }
 
-  void Post(int32_t id, bool send, double t, std::vector<int>& runnable) {
+  // A transfer starts once both ends are posted, as NCCL's do.
+  void Post(int32_t id, bool send, double t) {
     TransferState& x = transfers_[id];
     (send ? x.send_post : x.recv_post) = t;
     if (x.send_post == kUnknown || x.recv_post == kUnknown) return;
     x.end = std::max(x.send_post, x.recv_post) +
             model_.p2p.TransferUs(static_cast<double>(exe_.transfers[id].bytes));
-    if (x.waiter >= 0) {
-      runnable.push_back(x.waiter);
-      x.waiter = -1;
-    }
   }
 
   // One of k buckets of the stage's reduction: a collective of 1/k of the
@@ -184,59 +195,63 @@ class Engine {
     return model_.dp.link.TransferUs(bytes);
   }
 
-  absl::Status CheckAllDone() const {
-    std::string stuck;
-    for (int r = 0; r < s_.pp; ++r) {
-      const RankState& st = ranks_[r];
-      if (st.pc >= exe_.ranks[r].steps.size()) continue;
-      const ExecStep& step = exe_.ranks[r].steps[st.pc];
-      absl::StrAppend(&stuck, stuck.empty() ? "" : "; ", "rank ", r, " at index ", step.index,
-                      " (", s_.ranks[r][step.index].ToString(), ")");
-    }
-    if (stuck.empty()) return absl::OkStatus();
-    return absl::FailedPreconditionError(
-        absl::StrCat("simulation cannot progress (the program deadlocks): ", stuck));
-  }
-
   const Schedule& s_;
   const Executable& exe_;
   const Model& model_;
   std::vector<TransferState> transfers_;
   std::vector<RankState> ranks_;
-  std::vector<double> unshard_ready_;
   std::vector<GradientAction> gradient_;  // per stage
 };
 
-// Live bytes of rank r over simulated time: the peak, and the samples when
-// `samples` is given. At equal times frees come first: a step that ends at t
-// releases before the next one, starting at t, allocates (program order).
-int64_t SweepMemory(const Engine& engine, const RankExecutable& exe, int r, double rank_end,
-                    std::vector<MemorySample>* samples) {
-  struct Event {
-    double time;
-    int order;  // 0 free, 1 alloc
-    int32_t buffer;
-  };
-  std::vector<Event> events;
-  events.reserve(2 * exe.buffer_bytes.size());
+// Rank r's memory events at simulated time, in the order its cursor hands
+// them out (the instructions of a run, waits passed: every time is known):
+// an allocation when its action starts, a release when it ends, a sent
+// buffer's release when its transfer ends (not when the SEND is posted),
+// step-start buffers at 0 and step-end ones at the rank's end.
+void MemoryEvents(const Schedule& s, const Executable& exe, const Engine& engine, int r,
+                  std::vector<TimedEvent>& events) {
   const RankState& st = engine.rank(r);
-  for (int32_t id : exe.allocate_at_start) events.push_back({0, 1, id});
-  for (int32_t id : exe.release_at_end) events.push_back({rank_end, 0, id});
-  for (size_t i = 0; i < exe.steps.size(); ++i) {
-    const ExecStep& step = exe.steps[i];
-    for (int32_t id : exe.AllocatedBefore(step)) events.push_back({st.step_start[i], 1, id});
-    for (int32_t id : exe.ReleasedAfter(step)) events.push_back({st.step_end[i], 0, id});
-    for (int32_t id : exe.ReleasedOnSend(step)) {
-      events.push_back({engine.transfer(step.transfer).end, 0, id});
+  events.clear();
+  for (RankCursor c = CursorOf(s, exe, r); !c.done(); c.Advance()) {
+    const Instruction& in = c.current();
+    switch (in.step) {
+      case Step::kBegin:
+        for (int32_t id : in.buffers) events.push_back({0, 1, id});
+        break;
+      case Step::kAllocate:
+        for (int32_t id : in.buffers) events.push_back({st.step_start[in.index], 1, id});
+        break;
+      case Step::kRun: {
+        const double sent = in.buffers.empty()
+                                ? 0
+                                : engine.transfer(exe.ranks[r].steps[in.index].transfer).end;
+        for (int32_t id : in.buffers) events.push_back({sent, 0, id});
+        break;
+      }
+      case Step::kRelease:
+        for (int32_t id : in.buffers) events.push_back({st.step_end[in.index], 0, id});
+        break;
+      case Step::kEnd:
+        for (int32_t id : in.buffers) events.push_back({st.end, 0, id});
+        break;
+      default:
+        break;
     }
   }
-  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+}
+
+// Live bytes of a rank over simulated time: the peak, and the samples when
+// `samples` is given. At equal times frees come first: a step that ends at t
+// releases before the next one, starting at t, allocates (program order).
+int64_t SweepMemory(std::vector<TimedEvent>& events, const RankExecutable& exe, int r,
+                    std::vector<MemorySample>* samples) {
+  std::stable_sort(events.begin(), events.end(), [](const TimedEvent& a, const TimedEvent& b) {
     return std::tie(a.time, a.order) < std::tie(b.time, b.order);
   });
   std::array<int64_t, kNumMemoryCategories> bytes{};
   int64_t live = 0, peak = 0;
   for (size_t k = 0; k < events.size(); ++k) {
-    const Event& e = events[k];
+    const TimedEvent& e = events[k];
     const int64_t delta = e.order == 1 ? exe.buffer_bytes[e.buffer] : -exe.buffer_bytes[e.buffer];
     live += delta;
     bytes[static_cast<int>(exe.buffer_category[e.buffer])] += delta;
@@ -280,11 +295,13 @@ void RecordSpans(const Engine& engine, const Executable& exe, int r, Timeline& t
 absl::StatusOr<SimulationResult> Simulate(const Schedule& schedule, const Executable& executable,
                                           const Model& model, const SimulationOptions& options) {
   RETURN_IF_ERROR(CheckModelFits(model, schedule.num_stages()));
+  RETURN_IF_ERROR(CheckExecutableFits(schedule, executable));
   Engine engine(schedule, executable, model);
   RETURN_IF_ERROR(engine.Run());
 
   SimulationResult result;
   double compute_end = 0, longest_span = 0;
+  std::vector<TimedEvent> events;  // one rank's at a time
   for (int r = 0; r < schedule.pp; ++r) {
     const RankState& st = engine.rank(r);
     RankSimulation rank;
@@ -292,9 +309,10 @@ absl::StatusOr<SimulationResult> Simulate(const Schedule& schedule, const Execut
     rank.busy_us = st.busy;
     rank.first_start_us = st.first == kUnknown ? 0 : st.first;
     rank.span_us = st.first == kUnknown ? 0 : st.last - st.first;
-    rank.end_us = engine.RankEnd(r);
+    rank.end_us = st.end;
     rank.reduce_us = st.reduce_us;
-    rank.peak_bytes = SweepMemory(engine, executable.ranks[r], r, rank.end_us,
+    MemoryEvents(schedule, executable, engine, r, events);
+    rank.peak_bytes = SweepMemory(events, executable.ranks[r], r,
                                   options.record_timeline ? &result.timeline.memory : nullptr);
     if (options.record_timeline) RecordSpans(engine, executable, r, result.timeline);
     result.makespan_us = std::max(result.makespan_us, rank.end_us);

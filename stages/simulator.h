@@ -1,5 +1,8 @@
 // The simulator: a deterministic discrete-event run of an executable under
-// the cost model, with the execution semantics of DESIGN.md.
+// the cost model: the ranks' cursors (scheduler/execution/rank_cursor.h)
+// driven by RunRanks on a virtual clock, so the waits and memory events are
+// exactly the validator's and the rank executor's (DESIGN.md, "Execution
+// semantics").
 //
 // Per rank:
 //   - a compute stream runs F, I, W, B and OVERLAP_F_B in program order, each
@@ -79,9 +82,10 @@ struct SimulationResult {
 };
 
 // Simulates one step of `executable` (built from `schedule` and `model` by
-// BuildExecutable). Errors: FailedPrecondition when ranks block forever (the
-// program deadlocks), naming each blocked rank's index and action;
-// InvalidArgument when the model overrides a stage the schedule lacks.
+// BuildExecutable). Errors: InvalidArgument when ranks block forever, with
+// the deadlock report of every driver (DeadlockStatus, deadlock.h: the wait
+// cycle, each stuck rank's index and action and what it waits for), or when
+// the model overrides a stage the schedule lacks.
 // Pure and thread-compatible.
 absl::StatusOr<SimulationResult> Simulate(const Schedule& schedule, const Executable& executable,
                                           const Model& model,

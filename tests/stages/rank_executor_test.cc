@@ -228,16 +228,27 @@ struct RunSpec {
   int fail_rank = -1;       // this rank's stages fail the Forward of microbatch 1
   bool stream_ordered = false;  // StreamOrderedBuffers
   void* stream = nullptr;       // RankExecutorOptions::stream
+  bool together = false;        // one thread drives every rank (RunStepsTogether)
 };
 
-// Runs every rank's executor on its own thread; a failing rank aborts the
-// world so the others end (as the in-process driver does).
+// What one rank runs with, made before any rank starts.
+struct RankSetup {
+  std::unique_ptr<SlowSendTransport> slow;
+  Transport* transport = nullptr;
+  std::unique_ptr<RankExecutor> executor;
+};
+
+// Runs every rank's executor on its own thread, or all of them from this
+// thread (spec.together); a failing rank aborts the world so the others end
+// (as the in-process driver does).
 std::vector<RankRun> RunRanks(const ReplayPlan& plan, const RunSpec& spec) {
   const Schedule& s = plan.schedule;
   std::unique_ptr<InProcessWorld> world = CreateInProcessWorld(s.pp);
   std::vector<RankRun> runs(s.pp);
-  auto body = [&](int rank) {
+  std::vector<RankSetup> setups(s.pp);
+  for (int rank = 0; rank < s.pp; ++rank) {
     RankRun& run = runs[rank];
+    RankSetup& setup = setups[rank];
     std::vector<Stage*> stages(s.num_stages(), nullptr);
     for (int st = 0; st < s.num_stages(); ++st) {
       if (s.RankOf(st) != rank) continue;
@@ -255,20 +266,45 @@ std::vector<RankRun> RunRanks(const ReplayPlan& plan, const RunSpec& spec) {
     } else {
       run.buffers = std::make_unique<TrackedBuffers>(exe.buffer_bytes);
     }
-    SlowSendTransport slow(&world->transport(rank), spec.slow_send_polls);
-    Transport* transport = spec.slow_send_polls > 0 ? &slow : &world->transport(rank);
+    setup.transport = &world->transport(rank);
+    if (spec.slow_send_polls > 0) {
+      setup.slow = std::make_unique<SlowSendTransport>(setup.transport, spec.slow_send_polls);
+      setup.transport = setup.slow.get();
+    }
     RankExecutorOptions options;
     options.timeout = absl::Seconds(20);
     options.stream = spec.stream;
     absl::StatusOr<std::unique_ptr<RankExecutor>> executor = RankExecutor::Create(
-        s, plan.executable, rank, transport, stages, run.buffers.get(), nullptr, options);
+        s, plan.executable, rank, setup.transport, stages, run.buffers.get(), nullptr, options);
     run.status = executor.status();
+    if (executor.ok()) setup.executor = *std::move(executor);
+  }
+  if (spec.together) {
+    std::vector<RankExecutor*> executors;
+    for (RankSetup& setup : setups) {
+      if (setup.executor == nullptr) return runs;
+      executors.push_back(setup.executor.get());
+    }
+    for (int step = 0; step < spec.steps; ++step) {
+      std::vector<StepResult> results;
+      absl::Status status = RunStepsTogether(executors, results);
+      if (!status.ok()) {
+        for (RankRun& run : runs) run.status = status;
+        break;
+      }
+      for (int r = 0; r < s.pp; ++r) runs[r].steps.push_back(std::move(results[r]));
+    }
+    return runs;
+  }
+  auto body = [&](int rank) {
+    RankRun& run = runs[rank];
+    RankSetup& setup = setups[rank];
     for (int step = 0; run.status.ok() && step < spec.steps; ++step) {
-      absl::StatusOr<StepResult> result = (*executor)->RunStep();
+      absl::StatusOr<StepResult> result = setup.executor->RunStep();
       run.status = result.status();
       if (result.ok()) run.steps.push_back(*std::move(result));
     }
-    if (!run.status.ok()) transport->Abort(std::string(run.status.message()));
+    if (!run.status.ok()) setup.transport->Abort(std::string(run.status.message()));
   };
   std::vector<std::thread> threads;
   for (int r = 0; r < s.pp; ++r) threads.emplace_back(body, r);
@@ -323,6 +359,62 @@ TEST(RankExecutorTest, RecordsATimelineOfEveryStep) {
   EXPECT_LT(runs[0].steps[0].end_us, runs[0].steps[1].start_us + 1e-9);
 }
 
+// One thread drives every rank (RunStepsTogether, each executor polled with
+// Advance): the stages see the same calls in the same order, the losses and
+// the measured peaks are the threads', step after step.
+TEST(RankExecutorTest, OneThreadDrivesEveryRankAsThreadsDo) {
+  for (const char* schedule : {"1f1b", "interleaved-1f1b", "zbv"}) {
+    ASSERT_OK_AND_ASSIGN(ReplayPlan plan, ProbePlan(schedule, 4, 8, MemoryPolicy::kJit));
+    std::vector<RankRun> threads = RunRanks(plan, {.steps = 2});
+    std::vector<RankRun> together = RunRanks(plan, {.steps = 2, .together = true});
+    for (int r = 0; r < 4; ++r) {
+      ASSERT_OK(threads[r].status) << schedule;
+      ASSERT_OK(together[r].status) << schedule;
+      EXPECT_EQ(together[r].log, threads[r].log) << schedule << " rank " << r;
+      ASSERT_EQ(together[r].steps.size(), 2u);
+      for (int step = 0; step < 2; ++step) {
+        EXPECT_EQ(together[r].steps[step].loss, threads[r].steps[step].loss);
+        EXPECT_EQ(together[r].steps[step].peak_bytes, plan.plans[r].peak.bytes)
+            << schedule << " rank " << r;
+      }
+    }
+  }
+}
+
+// A rank whose peer never runs: driven by Advance, its wait ends after the
+// timeout with the message a blocking wait in the transport gives.
+TEST(RankExecutorTest, APolledWaitTimesOutLikeABlockingOne) {
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, ProbePlan("gpipe", 2, 2, MemoryPolicy::kJit));
+  const Schedule& s = plan.schedule;
+  std::unique_ptr<InProcessWorld> world = CreateInProcessWorld(2);
+  std::vector<std::string> log;
+  ProbeStage stage1(1, false, true, &log);
+  std::vector<Stage*> stages = {nullptr, &stage1};
+  TrackedBuffers polled_buffers(plan.executable.ranks[1].buffer_bytes);
+  TrackedBuffers blocking_buffers(plan.executable.ranks[1].buffer_bytes);
+  RankExecutorOptions options;
+  options.timeout = absl::Milliseconds(50);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RankExecutor> polled,
+                       RankExecutor::Create(s, plan.executable, 1, &world->transport(1), stages,
+                                            &polled_buffers, nullptr, options));
+  RankExecutor* const one[] = {polled.get()};
+  std::vector<StepResult> results;
+  absl::Status timed_out = RunStepsTogether(one, results);
+  EXPECT_EQ(timed_out.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(timed_out.message(),
+            "rank 1, index 1 (1F0): timed out after 50ms waiting for receive 1RECV_F0 from rank "
+            "0 (index 0)");
+  // The same wait, blocking in the transport (a second world: the first
+  // one's receive is still posted).
+  std::unique_ptr<InProcessWorld> second = CreateInProcessWorld(2);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RankExecutor> blocking,
+                       RankExecutor::Create(s, plan.executable, 1, &second->transport(1), stages,
+                                            &blocking_buffers, nullptr, options));
+  EXPECT_EQ(blocking->RunStep().status(), timed_out);
+  world->Abort(1, "the test ends");
+  second->Abort(1, "the test ends");
+}
+
 // Eager completion: every sent buffer goes right after its SEND, so the
 // measured peak is the plan's.
 TEST(RankExecutorTest, MeasuredPeakIsThePlansWhenSendsCompleteWhenPosted) {
@@ -372,7 +464,7 @@ TEST(RankExecutorTest, AStreamOrderedProviderTakesSentBuffersWithTheirRequests) 
     const RankExecutable& exe = plan.executable.ranks[r];
     std::vector<int32_t> sent;
     for (const ExecStep& step : exe.steps) {
-      for (int32_t id : exe.ReleasedOnSend(step)) sent.push_back(id);
+      for (int32_t id : exe.memory.ReleasedOnCompletion(step.index)) sent.push_back(id);
     }
     ASSERT_FALSE(sent.empty());
     const auto& buffers = static_cast<const StreamOrderedBuffers&>(*runs[r].buffers);

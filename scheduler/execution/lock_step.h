@@ -14,16 +14,16 @@
 //
 // The replay is O(steps x ranks): meant for reports and tests, not for
 // checking big programs (deadlock.h does that in O(actions)).
-#ifndef JITPIPE_SCHEDULER_PASSES_LOCK_STEP_H_
-#define JITPIPE_SCHEDULER_PASSES_LOCK_STEP_H_
+#ifndef JITPIPE_SCHEDULER_EXECUTION_LOCK_STEP_H_
+#define JITPIPE_SCHEDULER_EXECUTION_LOCK_STEP_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "scheduler/ir/schedule.h"
-#include "scheduler/passes/comm_matching.h"
-#include "scheduler/passes/wait_rules.h"
+#include "scheduler/analysis/comm_matching.h"
+#include "scheduler/execution/wait_rules.h"
 
 namespace jitpipe {
 
@@ -53,4 +53,4 @@ std::string FormatStuckGrid(const Schedule& schedule, const LockStepReplay& repl
 
 }  // namespace jitpipe
 
-#endif  // JITPIPE_SCHEDULER_PASSES_LOCK_STEP_H_
+#endif  // JITPIPE_SCHEDULER_EXECUTION_LOCK_STEP_H_

@@ -36,8 +36,8 @@
 // pass over the dense (stage, microbatch) tables that checks the rules there;
 // the per-action checker runs only when that pass fails, to name the first
 // violation.
-#ifndef JITPIPE_SCHEDULER_PASSES_COMM_MATCHING_H_
-#define JITPIPE_SCHEDULER_PASSES_COMM_MATCHING_H_
+#ifndef JITPIPE_SCHEDULER_ANALYSIS_COMM_MATCHING_H_
+#define JITPIPE_SCHEDULER_ANALYSIS_COMM_MATCHING_H_
 
 #include <cstdint>
 #include <optional>
@@ -159,4 +159,4 @@ inline std::optional<Endpoint> AwaitedSend(const CommPositions& positions, const
 
 }  // namespace jitpipe
 
-#endif  // JITPIPE_SCHEDULER_PASSES_COMM_MATCHING_H_
+#endif  // JITPIPE_SCHEDULER_ANALYSIS_COMM_MATCHING_H_

@@ -1,4 +1,4 @@
-#include "scheduler/passes/grid_report.h"
+#include "scheduler/analysis/grid_report.h"
 
 #include <string>
 #include <vector>

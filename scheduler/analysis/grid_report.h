@@ -5,8 +5,8 @@
 // the grid, in PyTorch's _format_pipeline_order layout with
 // "<-- ERROR HERE" on the failing step, travels as a Status payload so it
 // survives RETURN_IF_ERROR and prefixing by callers that copy the payloads.
-#ifndef JITPIPE_SCHEDULER_PASSES_GRID_REPORT_H_
-#define JITPIPE_SCHEDULER_PASSES_GRID_REPORT_H_
+#ifndef JITPIPE_SCHEDULER_ANALYSIS_GRID_REPORT_H_
+#define JITPIPE_SCHEDULER_ANALYSIS_GRID_REPORT_H_
 
 #include <optional>
 #include <string>
@@ -39,4 +39,4 @@ std::string FormatGridExcerpt(const std::vector<RankProgram>& ranks, int error_s
 
 }  // namespace jitpipe
 
-#endif  // JITPIPE_SCHEDULER_PASSES_GRID_REPORT_H_
+#endif  // JITPIPE_SCHEDULER_ANALYSIS_GRID_REPORT_H_

@@ -1,4 +1,4 @@
-#include "scheduler/passes/deadlock.h"
+#include "scheduler/execution/deadlock.h"
 
 #include <random>
 #include <string>
@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "scheduler/ir/schedule_csv.h"
-#include "scheduler/passes/grid_report.h"
-#include "scheduler/passes/lock_step.h"
+#include "scheduler/analysis/grid_report.h"
+#include "scheduler/execution/lock_step.h"
 #include "tests/testing/conformance.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"

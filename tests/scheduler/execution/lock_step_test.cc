@@ -1,4 +1,4 @@
-#include "scheduler/passes/lock_step.h"
+#include "scheduler/execution/lock_step.h"
 
 #include <string>
 #include <vector>

@@ -1,19 +1,23 @@
-#include "scheduler/passes/lock_step.h"
+#include "scheduler/execution/lock_step.h"
 
 #include <algorithm>
+#include <utility>
 
-#include "scheduler/passes/grid_report.h"
+#include "scheduler/analysis/grid_report.h"
+#include "scheduler/execution/rank_cursor.h"
 
 namespace jitpipe {
 namespace {
 
+// Index spaces: ranks; each rank's cursor over its program.
 class LockStepRunner {
  public:
   LockStepRunner(const Schedule& s, const CommPositions& positions, WaitModel model)
-      : s_(s), positions_(positions), model_(model), pc_(s.pp, 0) {
+      : s_(s), cursors_(MakeCursors(s, positions, model)) {
     replay_.steps.resize(s.pp);
     for (int r = 0; r < s.pp; ++r) {
-      if (!s.ranks[r].empty()) active_.push_back(r);
+      Skip(cursors_[r]);
+      if (!cursors_[r].finished()) active_.push_back(r);
     }
   }
 
@@ -25,7 +29,6 @@ class LockStepRunner {
       bool progress = false;
       for (int r : active_) {
         if (TryRun(r)) {
-          replay_.steps[r].push_back(s_.ranks[r][pc_[r]++]);
           progress = true;
         } else {
           replay_.steps[r].push_back(Action::Bubble());
@@ -38,30 +41,49 @@ class LockStepRunner {
       }
       // Second pass: a rank that idled may have been unblocked by a later one.
       for (int r : idle) {
-        if (TryRun(r)) replay_.steps[r].back() = s_.ranks[r][pc_[r]++];
+        if (TryRun(r)) {  // the action takes the bubble's place
+          RankProgram& row = replay_.steps[r];
+          row[row.size() - 2] = std::move(row.back());
+          row.pop_back();
+        }
       }
-      std::erase_if(active_, [&](int r) { return pc_[r] == Size(r); });
+      std::erase_if(active_, [&](int r) { return cursors_[r].finished(); });
     }
     replay_.stuck_at.assign(s_.pp, kAbsent);
-    for (int r : active_) replay_.stuck_at[r] = pc_[r];
+    for (int r : active_) replay_.stuck_at[r] = cursors_[r].pc();
     return std::move(replay_);
   }
 
  private:
-  int32_t Size(int r) const { return static_cast<int32_t>(s_.ranks[r].size()); }
+  // Passes what takes no step: the step's begin, allocations and releases.
+  static void Skip(RankCursor& c) {
+    while (true) {
+      const Step step = c.current().step;
+      if (step != Step::kBegin && step != Step::kAllocate && step != Step::kRelease) return;
+      c.Advance();
+    }
+  }
 
-  bool TryRun(int r) const {
-    if (pc_[r] == Size(r)) return false;
-    bool ready = true;
-    ForEachWait(positions_, model_, s_.ranks[r][pc_[r]],
-                [&](const Wait& w) { ready = ready && pc_[w.rank] >= w.threshold; });
-    return ready;
+  // Runs rank r's next action if its waits hold (appending it to the
+  // rank's row); false otherwise. Waits that hold are passed even when a
+  // later one does not: conditions only ever become true.
+  bool TryRun(int r) {
+    RankCursor& c = cursors_[r];
+    while (c.current().step == Step::kWait) {
+      const Wait& w = c.current().wait;
+      if (cursors_[w.rank].pc() < w.threshold) return false;
+      c.Advance();
+    }
+    Skip(c);
+    if (c.current().step != Step::kRun) return false;
+    replay_.steps[r].push_back(c.action(c.current().index));
+    c.Advance();
+    Skip(c);
+    return true;
   }
 
   const Schedule& s_;
-  const CommPositions& positions_;
-  const WaitModel model_;
-  std::vector<int32_t> pc_;
+  std::vector<RankCursor> cursors_;
   std::vector<int> active_;  // ranks not finished, ascending
   LockStepReplay replay_;
 };

@@ -1,4 +1,4 @@
-#include "scheduler/passes/comm_matching.h"
+#include "scheduler/analysis/comm_matching.h"
 
 #include <random>
 #include <string>

@@ -1,4 +1,4 @@
-#include "scheduler/passes/comm_matching.h"
+#include "scheduler/analysis/comm_matching.h"
 
 #include <algorithm>
 #include <string>
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "scheduler/passes/grid_report.h"
+#include "scheduler/analysis/grid_report.h"
 
 namespace jitpipe {
 namespace {

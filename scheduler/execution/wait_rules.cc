@@ -1,10 +1,6 @@
-#include "scheduler/passes/wait_rules.h"
+#include "scheduler/execution/wait_rules.h"
 
 namespace jitpipe {
-
-WaitModel ToWaitModel(CommSemantics semantics) {
-  return semantics == CommSemantics::kStrict ? WaitModel::kStrict : WaitModel::kRelaxed;
-}
 
 absl::string_view WaitModelName(WaitModel model) {
   switch (model) {
