@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "stages/timeline_transfers.h"
 
 namespace jitpipe {
 namespace {
@@ -284,6 +285,7 @@ absl::StatusOr<SimulationResult> Simulate(const Schedule& schedule, const Execut
   RETURN_IF_ERROR(engine.Run());
 
   SimulationResult result;
+  if (options.record_timeline) result.timeline.transfers = TimelineTransfersOf(executable);
   double compute_end = 0, longest_span = 0;
   for (int r = 0; r < schedule.pp; ++r) {
     const RankState& st = engine.rank(r);
