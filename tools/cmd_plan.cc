@@ -254,7 +254,8 @@ Command PlanCommand() {
                  "every buffer (64-byte aligned, best fit). --trace writes a Chrome trace with "
                  "a memory counter per rank and category: over simulated time when the model "
                  "gives compute times (the jitpipe simulate timeline, memory under --policy), "
-                 "else over program index; --map prints one rank's buffers and an ASCII map of "
+                 "else over program index with the arena's high-water mark; --map prints one "
+                 "rank's buffers and an ASCII map of "
                  "its arena.",
       .flags = {"model", "policy", "prefetch", "arena_slack", "json", "trace", "map",
                 "legacy_names"},
