@@ -1,7 +1,8 @@
 // A timeline: what each rank did when, planned (program index as time,
 // planned_timeline.h), predicted (the simulator) or measured (a runtime).
-// Every jitpipe trace is a Timeline written by AddTimelineToTrace
-// (timeline_trace.h), which also documents the trace's track schema.
+// Every timeline trace jitpipe writes (plan, simulate, replay --trace) is a
+// Timeline written by AddTimelineToTrace (timeline_trace.h), which also
+// documents the traces' track schema.
 //
 // A Timeline belongs to a lowered Schedule: a span names its action by
 // (rank, program index), and its rank is a timeline rank: pipeline rank
