@@ -23,6 +23,7 @@
 #include "runtime/rank_report.h"
 #include "runtime/rank_runner.h"
 #include "scheduler/passes/validate.h"
+#include "stages/timeline_transfers.h"
 
 namespace jitpipe {
 namespace {
@@ -352,8 +353,11 @@ class Replay {
             Median(exposed)};
   }
 
+  // Appends a rank's spans and samples; the first rank appended also brings
+  // the transfer table.
   void AppendTimeline(const RankOutcome& out, Timeline& timeline) const {
     if (!options_.record_timeline) return;
+    if (timeline.transfers.empty()) timeline.transfers = TimelineTransfersOf(executable_);
     for (const StepResult& r : out.steps) {
       timeline.spans.insert(timeline.spans.end(), r.timeline.spans.begin(), r.timeline.spans.end());
       timeline.memory.insert(timeline.memory.end(), r.timeline.memory.begin(),

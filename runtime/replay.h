@@ -74,7 +74,7 @@
 #include "scheduler/ir/schedule.h"
 #include "stages/rank_executable.h"
 #include "stages/stage.h"
-#include "stages/timeline.h"
+#include "traces/timeline.h"
 
 namespace jitpipe {
 

@@ -222,14 +222,14 @@ class RankBuilder {
       case ActionKind::kForward:
         p.cost_us = c.forward_us;
         if (!s_.IsFirstStage(part.stage) && s_.RankOf(part.stage - 1) != rank_) {
-          p.waits_for = transfers_.At(ActionKind::kSendF, part.stage - 1, part.microbatch);
+          p.consumes = transfers_.At(ActionKind::kSendF, part.stage - 1, part.microbatch);
         }
         break;
       case ActionKind::kBackwardInput:
       case ActionKind::kBackward:
         p.cost_us = part.kind == ActionKind::kBackward ? c.backward_us : c.backward_input_us;
         if (!s_.IsLastStage(part.stage) && s_.RankOf(part.stage + 1) != rank_) {
-          p.waits_for = transfers_.At(ActionKind::kSendB, part.stage + 1, part.microbatch);
+          p.consumes = transfers_.At(ActionKind::kSendB, part.stage + 1, part.microbatch);
         }
         break;
       default:  // W needs nothing from other ranks

@@ -73,7 +73,7 @@ struct ExecPart {
   double cost_us = 0;                // from the model
   // The transfer whose data this part consumes (kNoTransfer: none). Data,
   // not a rule: drivers wait as the rank cursor says.
-  int32_t waits_for = kNoTransfer;
+  int32_t consumes = kNoTransfer;
   PartBuffers buffers;
 };
 

@@ -88,7 +88,7 @@
 #include "stages/rank_executable.h"
 #include "stages/reduction_worker.h"
 #include "stages/stage.h"
-#include "stages/timeline.h"
+#include "traces/timeline.h"
 
 namespace jitpipe {
 

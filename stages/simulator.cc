@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "scheduler/execution/deadlock.h"
 #include "scheduler/execution/run_ranks.h"
+#include "stages/timeline_transfers.h"
 
 namespace jitpipe {
 namespace {
@@ -300,6 +301,7 @@ absl::StatusOr<SimulationResult> Simulate(const Schedule& schedule, const Execut
   RETURN_IF_ERROR(engine.Run());
 
   SimulationResult result;
+  if (options.record_timeline) result.timeline.transfers = TimelineTransfersOf(executable);
   double compute_end = 0, longest_span = 0;
   std::vector<TimedEvent> events;  // one rank's at a time
   for (int r = 0; r < schedule.pp; ++r) {

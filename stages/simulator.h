@@ -42,7 +42,7 @@
 // transfer's completion (kSend / kRecv, with the transfer id), per reduction
 // bucket (kReduce, with its bucket number) and per UNSHARD (kUnshard);
 // memory samples per rank by category at every time a buffer is allocated or
-// freed (the last event at that time).
+// freed (the last event at that time); the transfer table (TimelineTransfersOf).
 #ifndef JITPIPE_STAGES_SIMULATOR_H_
 #define JITPIPE_STAGES_SIMULATOR_H_
 
@@ -52,7 +52,7 @@
 #include "scheduler/ir/model.h"
 #include "scheduler/ir/schedule.h"
 #include "stages/rank_executable.h"
-#include "stages/timeline.h"
+#include "traces/timeline.h"
 
 namespace jitpipe {
 

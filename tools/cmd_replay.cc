@@ -36,10 +36,10 @@
 #include "stages/mlp_reference.h"
 #include "stages/mlp_stage.h"
 #include "stages/replay_plan.h"
-#include "stages/timeline_trace.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "traces/chrome_trace_writer.h"
+#include "traces/timeline_trace.h"
 #if JITPIPE_HAVE_MPI
 #include "comm/mpi/mpi_transport.h"
 #include "runtime/mlp_gradients.h"
@@ -255,7 +255,7 @@ absl::Status WriteTrace(const std::string& path, const std::string& source, cons
   writer.SetMetadata("policy", std::string(MemoryPolicyName(f.policy)));
   writer.SetMetadata("steps", f.steps);
   writer.SetMetadata("step_us", r.median_step_us());
-  AddTimelineToTrace(plan.schedule, plan.executable, r.timeline, writer);
+  AddTimelineToTrace(plan.schedule, r.timeline, writer);
   return writer.Finish();
 }
 

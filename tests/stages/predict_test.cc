@@ -12,9 +12,9 @@
 #include "scheduler/generators/generate.h"
 #include "scheduler/ir/schedule_csv.h"
 #include "scheduler/passes/lower.h"
-#include "stages/timeline_trace.h"
 #include "tests/testing/status_matchers.h"
 #include "traces/chrome_trace_writer.h"
+#include "traces/timeline_trace.h"
 #include "traces/trace_checker.h"
 
 namespace jitpipe {
@@ -283,7 +283,7 @@ TEST_P(TraceTest, SimulatedTracePassesTheChecker) {
   ASSERT_OK_AND_ASSIGN(Prediction p, Predict(s, m, {.overlap = true, .record_timeline = true}));
   std::string text;
   ASSERT_OK_AND_ASSIGN(ChromeTraceWriter writer, ChromeTraceWriter::ToString(&text));
-  AddTimelineToTrace(p.lowered, p.executable, p.simulation.timeline, writer);
+  AddTimelineToTrace(p.lowered, p.simulation.timeline, writer);
   ASSERT_OK(writer.Finish());
   ASSERT_OK_AND_ASSIGN(ChromeTraceSummary summary,
                        CheckChromeTrace(nlohmann::json::parse(text)));

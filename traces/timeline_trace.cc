@@ -1,4 +1,4 @@
-#include "stages/timeline_trace.h"
+#include "traces/timeline_trace.h"
 
 #include <algorithm>
 #include <array>
@@ -108,40 +108,19 @@ std::vector<Slice> MakeSlices(const Schedule& s, const Timeline& timeline) {
   return slices;
 }
 
-// Producer and consumer (pipeline rank, program index) of every transfer.
-struct TransferEnds {
-  std::vector<std::pair<int, int>> producer, consumer;  // by transfer id; (-1, -1) unknown
-};
-
-TransferEnds FindEnds(const Executable& exe) {
-  TransferEnds ends;
-  ends.producer.assign(exe.transfers.size(), {-1, -1});
-  ends.consumer.assign(exe.transfers.size(), {-1, -1});
-  absl::flat_hash_map<std::tuple<bool, int, int>, int32_t> by_send;
-  for (size_t t = 0; t < exe.transfers.size(); ++t) {
-    const Transfer& x = exe.transfers[t];
-    by_send[{x.kind == ActionKind::kSendB, x.stage, x.microbatch}] = static_cast<int32_t>(t);
-  }
-  for (const RankExecutable& rank : exe.ranks) {
-    for (const ExecStep& step : rank.steps) {
-      for (const ExecPart& part : rank.PartsOf(step)) {
-        if (part.waits_for != kNoTransfer) ends.consumer[part.waits_for] = {rank.rank, step.index};
-        if (part.kind == ActionKind::kBackwardWeight) continue;
-        auto it = by_send.find({part.kind != ActionKind::kForward, part.stage, part.microbatch});
-        if (it != by_send.end() && exe.transfers[it->second].src_rank == rank.rank) {
-          ends.producer[it->second] = {rank.rank, step.index};
-        }
-      }
-    }
-  }
-  return ends;
+// The table entry of transfer `id` when the table knows both its ends'
+// ranks; nullptr otherwise.
+const TimelineTransfer* TransferOf(const Timeline& timeline, int32_t id) {
+  if (id < 0 || static_cast<size_t>(id) >= timeline.transfers.size()) return nullptr;
+  const TimelineTransfer& x = timeline.transfers[id];
+  return x.src_rank >= 0 && x.dst_rank >= 0 ? &x : nullptr;
 }
 
 uint64_t TransferKey(int world_rank, int step, int transfer, TimelineTrack track) {
   return Key(world_rank, step, transfer * 2 + (track == TimelineTrack::kRecv ? 1 : 0));
 }
 
-std::string FlowName(const Transfer& x) {
+std::string FlowName(const TimelineTransfer& x) {
   const bool forward = x.kind == ActionKind::kSendF;
   return absl::StrCat(forward ? "act s" : "grad s", x.stage, "->s",
                       forward ? x.stage + 1 : x.stage - 1, " mb", x.microbatch);
@@ -153,7 +132,7 @@ std::string FlowName(const Transfer& x) {
 // in time, so a transfer that arrives no later than its send was posted (free
 // communication) gets none here; `done` marks the (world rank of the sender,
 // step, transfer) instances that got one.
-void AddTransferFlows(const Schedule& s, const Executable& exe, std::vector<Slice>& slices,
+void AddTransferFlows(const Schedule& s, const Timeline& timeline, std::vector<Slice>& slices,
                       std::deque<TimelineSpan>& arrivals,
                       absl::flat_hash_set<uint64_t>& done, int64_t& id) {
   absl::flat_hash_map<uint64_t, size_t> p2p;  // TransferKey -> slice
@@ -168,7 +147,9 @@ void AddTransferFlows(const Schedule& s, const Executable& exe, std::vector<Slic
   for (size_t k = 0; k < num_slices; ++k) {
     if (slices[k].span->track != TimelineTrack::kSend || slices[k].span->transfer < 0) continue;
     const TimelineSpan& send = *slices[k].span;
-    const Transfer& x = exe.transfers[send.transfer];
+    const TimelineTransfer* known = TransferOf(timeline, send.transfer);
+    if (known == nullptr) continue;
+    const TimelineTransfer& x = *known;
     auto r = p2p.find(TransferKey(ReplicaBase(send.rank, s.pp) + x.dst_rank, slices[k].step,
                                   send.transfer, TimelineTrack::kRecv));
     if (r == p2p.end()) continue;
@@ -197,7 +178,7 @@ void AddTransferFlows(const Schedule& s, const Executable& exe, std::vector<Slic
 // For the transfers AddTransferFlows left without an arrow: one from the
 // producing compute slice to the consuming one where the viewers can bind
 // them (distinct starts, forwards in time).
-void AddComputeFlows(const Schedule& s, const Executable& exe, std::vector<Slice>& slices,
+void AddComputeFlows(const Schedule& s, const Timeline& timeline, std::vector<Slice>& slices,
                      const absl::flat_hash_set<uint64_t>& done, int64_t& id) {
   absl::flat_hash_map<uint64_t, size_t> compute;  // (rank, step, index) -> slice
   std::map<int, std::vector<int64_t>> starts;     // per rank: compute starts, ns
@@ -216,17 +197,15 @@ void AddComputeFlows(const Schedule& s, const Executable& exe, std::vector<Slice
     auto lo = std::lower_bound(list.begin(), list.end(), ns - 1);
     return lo != list.end() && *lo <= ns + 1 && (lo + 1 == list.end() || *(lo + 1) > ns + 1);
   };
-  const TransferEnds ends = FindEnds(exe);
   // Index spaces: replica (world rank = replica * pp + rank), step, transfer.
   for (int replica = 0; replica * s.pp < world; ++replica) {
     for (int step = 0; step < steps; ++step) {
-      for (size_t t = 0; t < exe.transfers.size(); ++t) {
-        const auto [src, from_index] = ends.producer[t];
-        const auto [dst, to_index] = ends.consumer[t];
-        if (src < 0 || dst < 0) continue;
-        if (done.contains(Key(replica * s.pp + src, step, static_cast<int>(t)))) continue;
-        auto p = compute.find(Key(replica * s.pp + src, step, from_index));
-        auto c = compute.find(Key(replica * s.pp + dst, step, to_index));
+      for (size_t t = 0; t < timeline.transfers.size(); ++t) {
+        const TimelineTransfer* x = TransferOf(timeline, static_cast<int32_t>(t));
+        if (x == nullptr || x->producer_index < 0 || x->consumer_index < 0) continue;
+        if (done.contains(Key(replica * s.pp + x->src_rank, step, static_cast<int>(t)))) continue;
+        auto p = compute.find(Key(replica * s.pp + x->src_rank, step, x->producer_index));
+        auto c = compute.find(Key(replica * s.pp + x->dst_rank, step, x->consumer_index));
         if (p == compute.end() || c == compute.end()) continue;
         Slice& from = slices[p->second];
         Slice& to = slices[c->second];
@@ -236,7 +215,7 @@ void AddComputeFlows(const Schedule& s, const Executable& exe, std::vector<Slice
           continue;
         }
         from.flow_out = to.flow_in = id++;
-        from.flow_out_name = to.flow_in_name = FlowName(exe.transfers[t]);
+        from.flow_out_name = to.flow_in_name = FlowName(*x);
       }
     }
   }
@@ -263,7 +242,7 @@ void WriteNames(const Schedule& s, const std::vector<Slice>& slices, ChromeTrace
   }
 }
 
-void WriteSlices(const Schedule& s, const Executable& exe, std::vector<Slice>& slices,
+void WriteSlices(const Schedule& s, const Timeline& timeline, std::vector<Slice>& slices,
                  ChromeTraceWriter& writer) {
   std::stable_sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
     return a.span->start_us < b.span->start_us;
@@ -271,11 +250,11 @@ void WriteSlices(const Schedule& s, const Executable& exe, std::vector<Slice>& s
   for (const Slice& slice : slices) {
     const TimelineSpan& span = *slice.span;
     std::vector<TraceArg> args = {TraceArg("index", span.index)};
-    if (span.transfer >= 0) {
-      const Transfer& x = exe.transfers[span.transfer];
+    if (const TimelineTransfer* x = TransferOf(timeline, span.transfer); x != nullptr) {
       const int base = ReplicaBase(span.rank, s.pp);
-      args.emplace_back("bytes", x.bytes);
-      args.emplace_back("peer", base + (span.track == TimelineTrack::kSend ? x.dst_rank : x.src_rank));
+      args.emplace_back("bytes", x->bytes);
+      args.emplace_back("peer",
+                        base + (span.track == TimelineTrack::kSend ? x->dst_rank : x->src_rank));
     }
     TraceSlice out{slice.name, TrackCat(span.track), span.rank, slice.tid, span.start_us,
                    std::max(0.0, span.end_us - span.start_us), args};
@@ -285,44 +264,72 @@ void WriteSlices(const Schedule& s, const Executable& exe, std::vector<Slice>& s
   }
 }
 
-// Memory counters per rank, and a last sample at the rank's end so the
-// final step has width.
+// The counter series of a rank: one per MemoryCategory, then "mem.live"
+// and "mem.arena_high".
+constexpr int kLiveSeries = kNumMemoryCategories;
+constexpr int kArenaSeries = kNumMemoryCategories + 1;
+constexpr int kNumSeries = kNumMemoryCategories + 2;
+
+std::array<std::string, kNumSeries> SeriesNames() {
+  std::array<std::string, kNumSeries> names;
+  for (int c = 0; c < kNumMemoryCategories; ++c) {
+    names[c] = absl::StrCat("mem.", MemoryCategoryName(static_cast<MemoryCategory>(c)));
+  }
+  names[kLiveSeries] = "mem.live";
+  names[kArenaSeries] = "mem.arena_high";
+  return names;
+}
+
+// Memory counters per rank, each sampled where it changes, and every one
+// once more at the rank's end when that is later than its last sample, so
+// the final step has width.
 void WriteCounters(const Timeline& timeline, ChromeTraceWriter& writer) {
   std::map<int, double> rank_end;
   for (const TimelineSpan& span : timeline.spans) {
     rank_end[span.rank] = std::max(rank_end[span.rank], span.end_us);
   }
+  const std::array<std::string, kNumSeries> names = SeriesNames();
+  std::map<int, std::array<std::optional<int64_t>, kNumSeries>> written;  // per rank
   std::map<int, const MemorySample*> last;
-  auto emit = [&writer](const MemorySample& m, double ts) {
-    int64_t live = 0;
+  auto emit = [&](const MemorySample& m, double ts, bool always) {
+    std::array<int64_t, kNumSeries> values{};
     for (int c = 0; c < kNumMemoryCategories; ++c) {
-      const std::string name =
-          absl::StrCat("mem.", MemoryCategoryName(static_cast<MemoryCategory>(c)));
-      writer.AddCounter({name, "memory", m.rank, 0, ts, "bytes", static_cast<double>(m.bytes[c])});
-      live += m.bytes[c];
+      values[c] = m.bytes[c];
+      values[kLiveSeries] += m.bytes[c];
     }
-    writer.AddCounter({"mem.live", "memory", m.rank, 0, ts, "bytes", static_cast<double>(live)});
+    values[kArenaSeries] = m.arena_high_bytes;
+    std::array<std::optional<int64_t>, kNumSeries>& previous = written[m.rank];
+    for (int k = 0; k < kNumSeries; ++k) {
+      if (k == kArenaSeries && m.arena_high_bytes == kNoArenaSample) continue;
+      if (!always && previous[k] == values[k]) continue;
+      previous[k] = values[k];
+      writer.AddCounter({names[k], "memory", m.rank, 0, ts, "bytes",
+                         static_cast<double>(values[k])});
+    }
   };
   for (const MemorySample& m : timeline.memory) {
-    emit(m, m.time_us);
+    emit(m, m.time_us, /*always=*/false);
     last[m.rank] = &m;
   }
-  for (const auto& [rank, m] : last) emit(*m, std::max(rank_end[rank], m->time_us));
+  for (const auto& [rank, m] : last) {
+    if (rank_end[rank] > m->time_us) emit(*m, rank_end[rank], /*always=*/true);
+  }
 }
 
 }  // namespace
 
-void AddTimelineToTrace(const Schedule& schedule, const Executable& executable,
-                        const Timeline& timeline, ChromeTraceWriter& writer) {
+void AddTimelineToTrace(const Schedule& schedule, const Timeline& timeline,
+                        ChromeTraceWriter& writer) {
   std::vector<Slice> slices = MakeSlices(schedule, timeline);
   std::deque<TimelineSpan> arrivals;  // the spans of the arrival slices
   absl::flat_hash_set<uint64_t> done;
   int64_t flow_id = 0;
-  AddTransferFlows(schedule, executable, slices, arrivals, done, flow_id);
-  AddComputeFlows(schedule, executable, slices, done, flow_id);
+  AddTransferFlows(schedule, timeline, slices, arrivals, done, flow_id);
+  AddComputeFlows(schedule, timeline, slices, done, flow_id);
   WriteNames(schedule, slices, writer);
-  WriteSlices(schedule, executable, slices, writer);
+  WriteSlices(schedule, timeline, slices, writer);
   WriteCounters(timeline, writer);
+  writer.SetMetadata("time_axis", std::string(TimelineAxisName(timeline.axis)));
 }
 
 }  // namespace jitpipe

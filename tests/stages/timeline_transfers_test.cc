@@ -1,13 +1,15 @@
-// Timelines as Chrome traces: what the simulator predicts and what the
-// in-process runtime measures both pass the Perfetto/DevTools rules
-// (CheckChromeTrace), with tracks, arrows from each send to its receive and
-// memory counters.
-#include "stages/timeline_trace.h"
+// The timelines the simulator and the in-process runtime record carry their
+// transfer table (TimelineTransfersOf), and as Chrome traces they pass the
+// Perfetto/DevTools rules (CheckChromeTrace), with tracks, arrows from each
+// send to its receive and memory counters.
+#include "stages/timeline_transfers.h"
 
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "scheduler/generators/generate.h"
@@ -16,6 +18,7 @@
 #include "stages/replay_plan.h"
 #include "stages/simulator.h"
 #include "tests/testing/status_matchers.h"
+#include "traces/timeline_trace.h"
 #include "traces/trace_checker.h"
 
 namespace jitpipe {
@@ -27,7 +30,7 @@ absl::StatusOr<ChromeTraceSummary> TraceOf(const ReplayPlan& plan, const Timelin
   std::string text;
   absl::StatusOr<ChromeTraceWriter> writer = ChromeTraceWriter::ToString(&text);
   if (!writer.ok()) return writer.status();
-  AddTimelineToTrace(plan.schedule, plan.executable, timeline, *writer);
+  AddTimelineToTrace(plan.schedule, timeline, *writer);
   if (absl::Status s = writer->Finish(); !s.ok()) return s;
   nlohmann::json json = nlohmann::json::parse(text);
   if (parsed != nullptr) *parsed = json;
@@ -142,6 +145,7 @@ TEST(TimelineTraceTest, MeasuredTimelineOfSeveralStepsAndReplicas) {
   options.record_timeline = true;
   ASSERT_OK_AND_ASSIGN(ReplayResult result,
                        RunInProcess(plan.schedule, plan.executable, plan.plans, factory, options));
+  EXPECT_EQ(result.timeline.transfers.size(), plan.executable.transfers.size());
   nlohmann::json json;
   ASSERT_OK_AND_ASSIGN(ChromeTraceSummary summary, TraceOf(plan, result.timeline, &json));
   const int64_t arrows = static_cast<int64_t>(plan.executable.transfers.size()) * 2 * 2;
@@ -162,29 +166,41 @@ TEST(TimelineTraceTest, MeasuredTimelineOfSeveralStepsAndReplicas) {
                                               "rank 3 (pipeline rank 1, replica 1)"}));
 }
 
-// Sends whose transfers overlap in time go to separate lanes, so each
-// thread still nests strictly.
-TEST(TimelineTraceTest, OverlappingSpansOfATrackGetLanes) {
-  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, Planned("gpipe", 2, 2));
-  const RankProgram& program = plan.schedule.ranks[0];
-  Timeline timeline;
-  for (int i = 0; i < static_cast<int>(program.size()); ++i) {
-    if (program[i].ToString() == "0SEND_F0") {
-      timeline.spans.push_back({0, TimelineTrack::kSend, i, 0, 1.0, 5.0});
-    }
-    if (program[i].ToString() == "0SEND_F1") {
-      timeline.spans.push_back({0, TimelineTrack::kSend, i, 1, 2.0, 6.0});
-    }
+// One entry per transfer, same ids: the Executable's ends and bytes, the
+// step that produces the data on the sender and the one that waits for it
+// on the receiver.
+TEST(TimelineTransfersTest, EveryTransferWithItsProducerAndConsumer) {
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, Planned("1f1b", 2, 2));
+  const std::vector<TimelineTransfer> table = TimelineTransfersOf(plan.executable);
+  ASSERT_EQ(table.size(), plan.executable.transfers.size());
+  ASSERT_FALSE(table.empty());
+  for (size_t t = 0; t < table.size(); ++t) {
+    const Transfer& x = plan.executable.transfers[t];
+    const TimelineTransfer& y = table[t];
+    EXPECT_EQ(std::make_tuple(y.kind, y.stage, y.microbatch, y.src_rank, y.dst_rank, y.bytes),
+              std::make_tuple(x.kind, x.stage, x.microbatch, x.src_rank, x.dst_rank, x.bytes));
+    const bool forward = x.kind == ActionKind::kSendF;
+    // 0F1 feeds 1F1 (act); 1B1 feeds 0B1 (grad): stage s's F or B, stage
+    // s +/- 1's F or B with the same microbatch.
+    const Action producer = plan.schedule.ranks[x.src_rank][y.producer_index];
+    const Action consumer = plan.schedule.ranks[x.dst_rank][y.consumer_index];
+    EXPECT_EQ(producer, Action::Make(forward ? ActionKind::kForward : ActionKind::kBackward,
+                                     x.stage, x.microbatch));
+    EXPECT_EQ(consumer, Action::Make(forward ? ActionKind::kForward : ActionKind::kBackward,
+                                     forward ? x.stage + 1 : x.stage - 1, x.microbatch));
   }
-  ASSERT_EQ(timeline.spans.size(), 2u);
-  nlohmann::json json;
-  ASSERT_OK_AND_ASSIGN(ChromeTraceSummary summary, TraceOf(plan, timeline, &json));
-  EXPECT_EQ(summary.slices, 2);
-  std::set<std::string> threads;
-  for (const auto& e : json["traceEvents"]) {
-    if (e["ph"] == "M" && e["name"] == "thread_name") threads.insert(e["args"]["name"]);
-  }
-  EXPECT_EQ(threads, (std::set<std::string>{"send", "send 2"}));
+}
+
+// Simulate fills the table of the timeline it records (RunReplay's: see
+// MeasuredTimelineOfSeveralStepsAndReplicas).
+TEST(TimelineTransfersTest, SimulatedTimelineCarriesTheTable) {
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, Planned("1f1b", 2, 2));
+  ASSERT_OK_AND_ASSIGN(SimulationResult sim,
+                       Simulate(plan.schedule, plan.executable, plan.model, {true}));
+  EXPECT_EQ(sim.timeline.transfers.size(), plan.executable.transfers.size());
+  ASSERT_OK_AND_ASSIGN(SimulationResult untimed,
+                       Simulate(plan.schedule, plan.executable, plan.model));
+  EXPECT_TRUE(untimed.timeline.transfers.empty());
 }
 
 }  // namespace
