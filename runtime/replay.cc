@@ -23,7 +23,7 @@
 #include "runtime/rank_report.h"
 #include "runtime/rank_runner.h"
 #include "scheduler/passes/validate.h"
-#include "stages/timeline_transfers.h"
+#include "stages/exec/timeline_transfers.h"
 
 namespace jitpipe {
 namespace {
@@ -139,7 +139,7 @@ class Replay {
     LocalRank& me = local_[i];
     const int w = me.world_rank;
     // Every step's record is allocated before the first step, so memory
-    // stays flat while the steps run (tests/stages/soak_test.cc).
+    // stays flat while the steps run (tests/runtime/soak_test.cc).
     if (me.status.ok()) me.outcome.steps.resize(options_.steps);
     for (int step = 0; me.status.ok() && step < options_.steps; ++step) {
       absl::Status arrived = world_.Barrier(w, options_.timeout);

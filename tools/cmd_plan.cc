@@ -15,7 +15,7 @@
 #include "scheduler/passes/lower.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
-#include "stages/predict.h"
+#include "stages/predict/predict.h"
 #include "traces/chrome_trace_writer.h"
 #include "traces/planned_timeline.h"
 #include "traces/timeline_trace.h"

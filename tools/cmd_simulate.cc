@@ -20,7 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/ir/model.h"
-#include "stages/predict.h"
+#include "stages/predict/predict.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "traces/chrome_trace_writer.h"
