@@ -115,6 +115,12 @@ class RankCursor {
     }
   }
 
+  // The program or the positions changed at or after the current action,
+  // which has not run yet (a pass that edits a program while it replays
+  // it): take the current action's waits again. REQUIRES: the cursor is at
+  // a kWait.
+  void Reenter() { EnterAction(current_.index); }
+
   int rank() const { return rank_; }
   WaitModel model() const { return model_; }
   int32_t pc() const { return pc_; }
