@@ -15,6 +15,7 @@
 #include "scheduler/passes/lower.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/model_input.h"
 #include "stages/predict.h"
 #include "stages/timeline_trace.h"
 #include "tools/memory_trace.h"
@@ -154,6 +155,8 @@ void PrintJson(const PlanOptions& options, const std::vector<RankRow>& rows) {
 int RunPlan(const Command& command, const Invocation& invocation) {
   absl::StatusOr<PlanOptions> options = OptionsFromFlags();
   if (!options.ok()) return UsageError(command, options.status().message());
+  absl::StatusOr<PartitionChoice> partition = PartitionFromFlags();
+  if (!partition.ok()) return UsageError(command, partition.status().message());
   const std::string model_path = absl::GetFlag(FLAGS_model);
   if (model_path.empty()) return UsageError(command, "--model MODEL is required");
   const std::string& path = invocation.positional[0];
@@ -164,8 +167,9 @@ int RunPlan(const Command& command, const Invocation& invocation) {
     return Fail(command, absl::Status(schedule.status().code(),
                                       absl::StrCat(path, ": ", schedule.status().message())));
   }
-  absl::StatusOr<Model> model = LoadModel(model_path);
-  if (!model.ok()) return Fail(command, model.status());
+  absl::StatusOr<StagedModel> staged = LoadModelForSchedule(model_path, *schedule, *partition);
+  if (!staged.ok()) return Fail(command, staged.status());
+  const Model* model = &staged->model;
   const int map_rank = absl::GetFlag(FLAGS_map);
   if (map_rank >= schedule->pp) {
     return UsageError(command, absl::StrCat("--map ", map_rank, ": the schedule has ranks 0 to ",
@@ -251,8 +255,8 @@ Command PlanCommand() {
                  "gives compute times (the jitpipe simulate timeline, memory under --policy), "
                  "else over program index; --map prints one rank's buffers and an ASCII map of "
                  "its arena.",
-      .flags = {"model", "policy", "prefetch", "arena_slack", "json", "trace", "map",
-                "legacy_names"},
+      .flags = {"model", "layout", "partition", "policy", "prefetch", "arena_slack", "json",
+                "trace", "map", "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,
       .run = RunPlan,

@@ -23,6 +23,7 @@
 #include "stages/predict.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/model_input.h"
 #include "traces/svg_render.h"
 
 namespace jitpipe::cli {
@@ -112,12 +113,15 @@ int RunRender(const Command& command, const Invocation& invocation) {
   const std::string& path = invocation.positional[0];
   absl::StatusOr<Schedule> schedule = LoadInputSchedule(path);
   if (!schedule.ok()) return Fail(command, schedule.status());
+  absl::StatusOr<PartitionChoice> partition = PartitionFromFlags();
+  if (!partition.ok()) return UsageError(command, partition.status().message());
+  partition->predict.overlap = absl::GetFlag(FLAGS_overlap);
   const std::string model_path = absl::GetFlag(FLAGS_model);
   Model model = UnitModel();
   if (!model_path.empty()) {
-    absl::StatusOr<Model> loaded = LoadModel(model_path);
+    absl::StatusOr<StagedModel> loaded = LoadModelForSchedule(model_path, *schedule, *partition);
     if (!loaded.ok()) return Fail(command, loaded.status());
-    model = *std::move(loaded);
+    model = std::move(loaded->model);
   }
   absl::StatusOr<Prediction> p =
       Predict(*schedule, model, {.overlap = absl::GetFlag(FLAGS_overlap), .record_timeline = true});
@@ -151,7 +155,7 @@ Command RenderCommand() {
           "placed at its simulated start and as wide as its time under MODEL (unit costs "
           "without one: F = I = W = 1, B = 2); gradient reductions as thin bars under each "
           "rank; a legend and a time axis. A compute-only FILE is lowered first.",
-      .flags = {"output", "model", "overlap", "legacy_names"},
+      .flags = {"output", "model", "layout", "partition", "overlap", "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,
       .run = RunRender,

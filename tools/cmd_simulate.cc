@@ -24,6 +24,7 @@
 #include "stages/timeline_trace.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/model_input.h"
 #include "traces/chrome_trace_writer.h"
 
 ABSL_FLAG(bool, compare_overlap, false,
@@ -108,11 +109,15 @@ int RunSimulate(const Command& command, const Invocation& invocation) {
   if (model_path.empty()) return UsageError(command, "--model MODEL is required");
   const bool overlap = absl::GetFlag(FLAGS_overlap);
   const bool compare = absl::GetFlag(FLAGS_compare_overlap);
+  absl::StatusOr<PartitionChoice> partition = PartitionFromFlags();
+  if (!partition.ok()) return UsageError(command, partition.status().message());
+  partition->predict.overlap = overlap;
   const std::string& path = invocation.positional[0];
   absl::StatusOr<Schedule> schedule = LoadInputSchedule(path);
   if (!schedule.ok()) return Fail(command, schedule.status());
-  absl::StatusOr<Model> model = LoadModel(model_path);
-  if (!model.ok()) return Fail(command, model.status());
+  absl::StatusOr<StagedModel> staged = LoadModelForSchedule(model_path, *schedule, *partition);
+  if (!staged.ok()) return Fail(command, staged.status());
+  const Model* model = &staged->model;
   auto failed = [&](const absl::Status& s) {
     return Fail(command, absl::Status(s.code(), absl::StrCat(path, ": ", s.message())));
   };
@@ -159,8 +164,8 @@ int RunSimulate(const Command& command, const Invocation& invocation) {
 Command SimulateCommand() {
   return Command{
       .name = "simulate",
-      .synopsis = "simulate FILE --model MODEL [--trace OUT] [--json] [--overlap] "
-                  "[--compare-overlap]",
+      .synopsis = "simulate FILE --model MODEL [--layout L | --partition even|balanced] "
+                  "[--trace OUT] [--json] [--overlap] [--compare-overlap]",
       .summary =
           "Predict one step of a schedule under a cost model: a deterministic discrete-event "
           "simulation (compute stream per rank; transfers start when both SEND and RECV are "
@@ -171,8 +176,10 @@ Command SimulateCommand() {
           "rank), the span bubble (the zero-bubble papers' measure) and the exposed reduction "
           "(the step with reductions minus the same step with free ones). --overlap runs the "
           "overlap pass; --compare-overlap reports the exposed reduction without and with it. "
-          "--trace writes the simulated timeline as a Chrome trace.",
-      .flags = {"model", "trace", "json", "overlap", "compare_overlap", "legacy_names"},
+          "--trace writes the simulated timeline as a Chrome trace. A version 2 (layered) MODEL is "
+          "cut into the schedule's stages evenly, by --layout or --partition balanced.",
+      .flags = {"model", "layout", "partition", "trace", "json", "overlap", "compare_overlap",
+                "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,
       .run = RunSimulate,

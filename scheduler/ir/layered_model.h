@@ -98,7 +98,7 @@ struct OptimizerSpec {
 
 struct DeviceSpec {
   int64_t memory_bytes = 0;                // 0: no limit
-  std::vector<int64_t> rank_memory_bytes;  // per pipeline rank; replaces memory_bytes
+  std::vector<int64_t> rank_memory_bytes = {};  // per pipeline rank; replaces memory_bytes
 
   // The limit of pipeline rank `rank` (0: none). REQUIRES: rank >= 0.
   int64_t LimitFor(int rank) const;
@@ -113,11 +113,11 @@ struct LayeredModel {
   int64_t input_bytes = 0;
   // The embedding (if any), the layers, the loss (if any), in model order,
   // repeats expanded.
-  std::vector<LayerCost> layers;
-  Link p2p;
-  DataParallelSpec dp;
-  OptimizerSpec optimizer;
-  DeviceSpec device;
+  std::vector<LayerCost> layers = {};
+  Link p2p = {};
+  DataParallelSpec dp = {};
+  OptimizerSpec optimizer = {};
+  DeviceSpec device = {};
 
   bool HasEmbedding() const;
   bool HasLoss() const;

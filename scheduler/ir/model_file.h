@@ -16,8 +16,8 @@ namespace jitpipe {
 
 struct ModelFile {
   int version = kModelVersion;
-  Model stages;         // version 1
-  LayeredModel layers;  // version 2
+  Model stages = {};    // version 1
+  LayeredModel layers = {};  // version 2
 
   bool layered() const { return version == kLayeredModelVersion; }
 };

@@ -1,0 +1,101 @@
+// Version 2 (layered) models on the commands that take --model: even cuts,
+// --layout, --partition balanced, and the same layers for every schedule.
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/testdata.h"
+
+namespace jitpipe {
+namespace {
+
+using ::jitpipe::testing::CliResult;
+using ::jitpipe::testing::MakeTempDir;
+using ::jitpipe::testing::RunCli;
+using ::jitpipe::testing::WriteTextFile;
+using ::testing::HasSubstr;
+
+// Embedding, 8 layers (F 1, I 1, W 1), loss; 1 MiB stash per layer.
+constexpr char kLayered[] = R"({"format": "jitpipe.model", "version": 2,
+ "embedding": {"output_bytes": 1024, "param_bytes": 4096},
+ "layers": [{"repeat": 8, "forward_us": 1, "backward_input_us": 1, "backward_weight_us": 1,
+             "output_bytes": 1024, "stash_bytes": 1048576, "param_bytes": 4096}],
+ "loss": {"forward_us": 2, "backward_input_us": 2, "backward_weight_us": 2, "output_bytes": 4,
+          "stash_bytes": 2097152, "param_bytes": 4096}})";
+
+class LayeredModelCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("layered");
+    model_ = dir_ + "/layered.json";
+    WriteTextFile(model_, kLayered);
+  }
+  std::string Generate(const std::string& name, int v) {
+    const std::string out = dir_ + "/" + name + ".json";
+    CliResult r = RunCli({"generate", "--schedule", name, "--pp", "4", "--microbatches", "8",
+                          "--stages-per-rank", std::to_string(v), "-o", out});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return out;
+  }
+  nlohmann::json Simulate(const std::string& schedule, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"simulate", schedule, "--model", model_, "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CliResult r = RunCli(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
+  }
+  static double TotalBusy(const nlohmann::json& sim) {
+    double sum = 0;
+    for (const nlohmann::json& rank : sim["ranks"]) sum += rank["busy_us"].get<double>();
+    return sum;
+  }
+  std::string dir_, model_;
+};
+
+// 1F1B (4 stages), interleaved (8) and ZB-V (8, V placement) run the same
+// 8 microbatches of the same model: 8 x (3 x 8 + 6) = 240 us of compute.
+TEST_F(LayeredModelCliTest, EverySchedulesRunsTheSameLayers) {
+  for (const auto& [name, v] : {std::pair{"1f1b", 1}, std::pair{"interleaved-1f1b", 2},
+                                std::pair{"zbv", 2}, std::pair{"dualpipe", 2}}) {
+    EXPECT_DOUBLE_EQ(TotalBusy(Simulate(Generate(name, v))), 240) << name;
+  }
+}
+
+TEST_F(LayeredModelCliTest, LayoutAndBalancedCuts) {
+  const std::string s = Generate("1f1b", 1);
+  const double even = Simulate(s)["makespan_us"].get<double>();
+  const double skewed = Simulate(s, {"--layout", "Et*5|t|t|tL"})["makespan_us"].get<double>();
+  EXPECT_GT(skewed, even);
+  const double balanced = Simulate(s, {"--partition", "balanced"})["makespan_us"].get<double>();
+  EXPECT_LE(balanced, even);
+  CliResult plan = RunCli({"plan", s, "--model", model_, "--layout", "Et*5|t|t|tL", "--json"});
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  nlohmann::json j = nlohmann::json::parse(plan.out);
+  EXPECT_EQ(j["worst_rank"], 0);  // five layers' stashes
+  CliResult svg = RunCli({"render", s, "--model", model_, "-o", dir_ + "/s.svg"});
+  EXPECT_EQ(svg.exit_code, 0) << svg.err;
+  CliResult lowered = RunCli({"lower", s, "--reduce-grad", "--overlap", "--model", model_});
+  EXPECT_EQ(lowered.exit_code, 0) << lowered.err;
+}
+
+TEST_F(LayeredModelCliTest, Errors) {
+  const std::string s = Generate("1f1b", 1);
+  CliResult stages = RunCli({"simulate", s, "--model", model_, "--layout", "Et*8|L"});
+  EXPECT_EQ(stages.exit_code, 1);
+  EXPECT_THAT(stages.err, HasSubstr(model_ + ": layout \"Et*8|L\" has 2 stages; the schedule "
+                                    "has 4 per chain\n"));
+  const std::string v1 = dir_ + "/v1.json";
+  WriteTextFile(v1, R"({"format": "jitpipe.model", "version": 1})");
+  CliResult old = RunCli({"plan", s, "--model", v1, "--partition", "balanced"});
+  EXPECT_EQ(old.exit_code, 1);
+  EXPECT_THAT(old.err, HasSubstr(v1 + ": --layout and --partition balanced need a version 2 "
+                                 "model"));
+  CliResult bad = RunCli({"simulate", s, "--model", model_, "--partition", "fast"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--partition: unknown partition \"fast\"; expected even or "
+                                 "balanced"));
+}
+
+}  // namespace
+}  // namespace jitpipe
