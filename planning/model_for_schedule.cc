@@ -32,6 +32,8 @@ absl::StatusOr<StagedModel> ModelForSchedule(const ModelFile& file, const Schedu
     return out;
   }
   const LayeredModel& layered = file.layers;
+  out.layered = true;
+  out.training = TrainingMemoryOf(layered);
   const int stages = schedule.stages_per_chain();
   if (!choice.layout.empty()) {
     ASSIGN_OR_RETURN(out.partition, ParseLayout(choice.layout, layered, stages));

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "planning/partition.h"
+#include "planning/rank_memory.h"
 #include "scheduler/ir/model_file.h"
 #include "scheduler/ir/schedule.h"
 #include "stages/predict.h"
@@ -34,7 +35,9 @@ struct PartitionChoice {
 struct StagedModel {
   Model model = {};
   std::optional<Partition> partition = {};  // version 2 only: the cut used
-  std::string how = {};                    // "even", "balanced", "layout" or "" (version 1)
+  std::string how = {};               // "even", "balanced", "layout" or "" (version 1)
+  bool layered = false;               // from a version 2 file
+  TrainingMemory training = {};       // version 2: its optimizer and device
 };
 
 // Errors: InvalidArgument when a layout or the balanced method is asked of

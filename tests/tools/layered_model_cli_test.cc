@@ -79,6 +79,35 @@ TEST_F(LayeredModelCliTest, LayoutAndBalancedCuts) {
   EXPECT_EQ(lowered.exit_code, 0) << lowered.err;
 }
 
+// plan prints every rank's memory, all of it, and the heaviest rank against
+// the device: 1F1B pp 4, m 8 under an even cut holds 4 microbatches of 2
+// layers (8 MiB of stashes) and the embedding on rank 0.
+TEST_F(LayeredModelCliTest, PlanReportsTheHeaviestRankAgainstTheDevice) {
+  const std::string s = Generate("1f1b", 1);
+  const std::string small = dir_ + "/small.json";
+  std::string text = kLayered;
+  text.insert(text.rfind('}'), R"(, "device": {"memory_bytes": 8388608})");
+  WriteTextFile(small, text);
+  CliResult r = RunCli({"plan", s, "--model", small});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("memory per rank, all of it (jit activations, even cut; fp32 "
+                               "parameters, fp32 gradients, optimizer adam (2 fp32 states))"));
+  EXPECT_THAT(r.out, HasSubstr("heaviest rank: 0, "));
+  EXPECT_THAT(r.out, HasSubstr(" of 8.00 MiB: misses by "));
+  EXPECT_THAT(r.out, HasSubstr("(out of memory)\n"));
+  CliResult j = RunCli({"plan", s, "--model", small, "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  nlohmann::json memory = nlohmann::json::parse(j.out)["memory"];
+  EXPECT_EQ(memory["heaviest_rank"], 0);
+  EXPECT_EQ(memory["fits"], false);
+  const nlohmann::json& r0 = memory["ranks"][0];
+  EXPECT_EQ(r0["parameters_bytes"], 3 * 4096);   // embedding + 2 layers
+  EXPECT_EQ(r0["gradients_bytes"], 3 * 4096);
+  EXPECT_EQ(r0["optimizer_bytes"], 2 * 3 * 4096);  // Adam, fp32: two states, no master copy
+  EXPECT_GE(r0["activations_bytes"].get<int64_t>(), 4 * 2 * 1048576);
+  EXPECT_EQ(r0["margin_bytes"].get<int64_t>(), 8388608 - r0["total_bytes"].get<int64_t>());
+}
+
 TEST_F(LayeredModelCliTest, Errors) {
   const std::string s = Generate("1f1b", 1);
   CliResult stages = RunCli({"simulate", s, "--model", model_, "--layout", "Et*8|L"});
