@@ -1,5 +1,7 @@
 // Version 2 (layered) models on the commands that take --model: even cuts,
 // --layout, --partition balanced, and the same layers for every schedule.
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -106,6 +108,52 @@ TEST_F(LayeredModelCliTest, PlanReportsTheHeaviestRankAgainstTheDevice) {
   EXPECT_EQ(r0["optimizer_bytes"], 2 * 3 * 4096);  // Adam, fp32: two states, no master copy
   EXPECT_GE(r0["activations_bytes"].get<int64_t>(), 4 * 2 * 1048576);
   EXPECT_EQ(r0["margin_bytes"].get<int64_t>(), 8388608 - r0["total_bytes"].get<int64_t>());
+}
+
+// compare on a layered model: every schedule and v doing the same work,
+// sorted among those that fit, --json, the winner's SVG.
+TEST_F(LayeredModelCliTest, CompareRanksEverySchedule) {
+  const std::string svg = dir_ + "/best.svg";
+  CliResult r = RunCli({"compare", "--pp", "4", "--microbatches", "8", "--model", model_,
+                        "--svg", svg});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(": pp 4, 8 microbatches; 10 layers cut evenly; every row runs "
+                               "the same layers (60 us of compute per rank on average)\n"));
+  EXPECT_THAT(r.out, HasSubstr("the device (no limit in the model)"));
+  EXPECT_THAT(r.out, HasSubstr("\n* "));
+  EXPECT_THAT(r.out, HasSubstr("\n  zbv                 2        96.00   50.00%       50.00%"));
+  std::string drawn;
+  {
+    std::ifstream in(svg);
+    drawn.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  EXPECT_THAT(drawn, HasSubstr("<svg"));
+  CliResult j = RunCli({"compare", "--pp", "4", "--microbatches", "8", "--model", model_,
+                        "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  nlohmann::json out = nlohmann::json::parse(j.out);
+  const nlohmann::json& rows = out["schedules"];
+  ASSERT_GE(rows.size(), 10u);
+  EXPECT_EQ(rows[0]["best"], true);
+  EXPECT_THAT(drawn, HasSubstr(rows[0]["schedule"].get<std::string>()));
+  for (const nlohmann::json& row : rows) {
+    EXPECT_DOUBLE_EQ(row["work_us"].get<double>(), 60);
+    for (const char* key : {"makespan_us", "bubble_fraction", "exposed_reduce_us",
+                            "heaviest_rank", "heaviest_bytes", "fits", "layout", "memory"}) {
+      EXPECT_TRUE(row.contains(key)) << key;
+    }
+  }
+  // A device no row fits: every row is OOM, and there is no winner to draw.
+  const std::string tiny = dir_ + "/tiny.json";
+  std::string text = kLayered;
+  text.insert(text.rfind('}'), R"(, "device": {"memory_bytes": 1024})");
+  WriteTextFile(tiny, text);
+  CliResult oom = RunCli({"compare", "--pp", "4", "--microbatches", "8", "--model", tiny,
+                          "--svg", dir_ + "/none.svg"});
+  EXPECT_EQ(oom.exit_code, 1);
+  EXPECT_THAT(oom.out, HasSubstr("no schedule fits: every row runs out of memory on some rank"));
+  EXPECT_THAT(oom.out, HasSubstr("OOM -"));
+  EXPECT_THAT(oom.err, HasSubstr("no schedule fits the device, so there is no winner to draw"));
 }
 
 TEST_F(LayeredModelCliTest, Errors) {
