@@ -13,17 +13,50 @@ struct ActivationsPeak {
   int index = -1;
 };
 
+// Parameter gradients are counted whole, for the whole step, as gradients.
+ActivationsPeak PeakWithoutGradients(const RankBuffers& buffers) {
+  RankBuffers others{.rank = buffers.rank, .num_actions = buffers.num_actions, .buffers = {}};
+  others.buffers.reserve(buffers.buffers.size());
+  for (const Buffer& b : buffers.buffers) {
+    if (b.kind != BufferKind::kParamGrad) others.buffers.push_back(b);
+  }
+  const Peak peak = PeakOf(LiveBytes(others));
+  return ActivationsPeak{.bytes = peak.bytes, .index = peak.index};
+}
+
 absl::StatusOr<ActivationsPeak> PlanActivations(const Schedule& lowered, const Model& model,
                                                 int rank, MemoryPolicy policy) {
   ASSIGN_OR_RETURN(RankBuffers buffers,
                    ComputeBufferLifetimes(lowered, model, rank, {.policy = policy}));
-  // Parameter gradients are counted whole, for the whole step, as gradients.
-  RankBuffers others{.rank = buffers.rank, .num_actions = buffers.num_actions, .buffers = {}};
-  for (Buffer& b : buffers.buffers) {
-    if (b.kind != BufferKind::kParamGrad) others.buffers.push_back(std::move(b));
+  return PeakWithoutGradients(buffers);
+}
+
+// Parameters, gradients, optimizer and limit of every rank; activations 0.
+MemoryReport StaticParts(const Schedule& lowered, const Model& model,
+                         const TrainingMemory& training) {
+  MemoryReport out;
+  out.ranks.resize(lowered.pp);
+  std::vector<int64_t> elements(lowered.pp, 0);
+  for (int s = 0; s < lowered.num_stages(); ++s) {
+    RankMemory& m = out.ranks[lowered.RankOf(s)];
+    m.parameters += model.ForStage(s).param_bytes;
+    m.gradients += model.GradBytes(s);
+    elements[lowered.RankOf(s)] += model.ParamElements(s);
   }
-  const Peak peak = PeakOf(LiveBytes(others));
-  return ActivationsPeak{.bytes = peak.bytes, .index = peak.index};
+  for (int r = 0; r < lowered.pp; ++r) {
+    RankMemory& m = out.ranks[r];
+    m.rank = r;
+    m.optimizer = training.optimizer.StateBytes(elements[r], model.dp.param_dtype, model.dp.size);
+    m.limit = training.device.LimitFor(r);
+  }
+  return out;
+}
+
+void FindHeaviest(MemoryReport& report) {
+  report.heaviest = 0;
+  for (const RankMemory& m : report.ranks) {
+    if (m.total() > report.ranks[report.heaviest].total()) report.heaviest = m.rank;
+  }
 }
 
 }  // namespace
@@ -56,25 +89,26 @@ absl::StatusOr<int64_t> ActivationPeak(const Schedule& lowered, const Model& mod
 absl::StatusOr<MemoryReport> PlanRankMemories(const Schedule& lowered, const Model& model,
                                               const TrainingMemory& training,
                                               MemoryPolicy policy) {
-  MemoryReport out;
-  out.ranks.resize(lowered.pp);
-  for (int r = 0; r < lowered.pp; ++r) out.ranks[r].rank = r;
-  std::vector<int64_t> elements(lowered.pp, 0);
-  for (int s = 0; s < lowered.num_stages(); ++s) {
-    RankMemory& m = out.ranks[lowered.RankOf(s)];
-    m.parameters += model.ForStage(s).param_bytes;
-    m.gradients += model.GradBytes(s);
-    elements[lowered.RankOf(s)] += model.ParamElements(s);
-  }
+  MemoryReport out = StaticParts(lowered, model, training);
   for (int r = 0; r < lowered.pp; ++r) {
-    RankMemory& m = out.ranks[r];
-    m.optimizer = training.optimizer.StateBytes(elements[r], model.dp.param_dtype, model.dp.size);
     ASSIGN_OR_RETURN(ActivationsPeak peak, PlanActivations(lowered, model, r, policy));
-    m.activations = peak.bytes;
-    m.activations_peak_index = peak.index;
-    m.limit = training.device.LimitFor(r);
-    if (m.total() > out.ranks[out.heaviest].total()) out.heaviest = r;
+    out.ranks[r].activations = peak.bytes;
+    out.ranks[r].activations_peak_index = peak.index;
   }
+  FindHeaviest(out);
+  return out;
+}
+
+MemoryReport RankMemoriesFromBuffers(const Schedule& lowered, const Model& model,
+                                     const TrainingMemory& training,
+                                     const std::vector<RankBuffers>& buffers) {
+  MemoryReport out = StaticParts(lowered, model, training);
+  for (int r = 0; r < lowered.pp; ++r) {
+    const ActivationsPeak peak = PeakWithoutGradients(buffers[r]);
+    out.ranks[r].activations = peak.bytes;
+    out.ranks[r].activations_peak_index = peak.index;
+  }
+  FindHeaviest(out);
   return out;
 }
 

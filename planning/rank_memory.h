@@ -80,6 +80,13 @@ absl::StatusOr<MemoryReport> PlanRankMemories(const Schedule& lowered, const Mod
                                               const TrainingMemory& training,
                                               MemoryPolicy policy = MemoryPolicy::kJit);
 
+// The same from buffers planned already (`buffers[r]` from
+// ComputeBufferLifetimes for rank r of `lowered`, any policy).
+// REQUIRES: buffers.size() == lowered.pp.
+MemoryReport RankMemoriesFromBuffers(const Schedule& lowered, const Model& model,
+                                     const TrainingMemory& training,
+                                     const std::vector<RankBuffers>& buffers);
+
 // The activations part alone for one rank: the planner's peak of every
 // buffer but parameter gradients. Errors: those of ComputeBufferLifetimes.
 absl::StatusOr<int64_t> ActivationPeak(const Schedule& lowered, const Model& model, int rank,
