@@ -17,7 +17,7 @@ install(TARGETS ${_jitpipe_libs} jitpipe_all
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-foreach(dir base scheduler memory comm stages runtime traces)
+foreach(dir base scheduler memory comm stages runtime traces planning)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}
     DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/jitpipe
     FILES_MATCHING PATTERN "*.h")

@@ -1,6 +1,13 @@
 // jitpipe compare --pp P --microbatches M --model MODEL [--stages-per-rank V]
-// [--overlap] [--json]: every built-in schedule valid for (P, M, V), side by
-// side under one cost model.
+// [--overlap] [--json] [--layout L | --partition even|balanced] [--svg OUT]:
+// every built-in schedule valid for (P, M, V), side by side under one cost
+// model.
+//
+// A version 2 (layered) MODEL runs planning/compare.h: every schedule at
+// every v of 1, 2 and 4 (or V), all doing the same work, with each rank's
+// memory, all of it, against the device; sorted by makespan among the rows
+// that fit; --svg draws the winner (tools/compare_report.h). A version 1
+// MODEL gives per-stage costs and runs as follows.
 //
 // Each schedule of AllGenerators() is generated (V: --stages-per-rank, else
 // the schedule's default), lowered with REDUCE_GRAD (and the overlap pass
@@ -31,11 +38,17 @@
 #include "stages/predict/predict.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/compare_report.h"
+#include "tools/model_input.h"
+#include "scheduler/ir/model_file.h"
 
 // Defined in cmd_generate.cc.
 ABSL_DECLARE_FLAG(int, pp);
 ABSL_DECLARE_FLAG(int, microbatches);
 ABSL_DECLARE_FLAG(int, stages_per_rank);
+
+ABSL_FLAG(std::string, svg, "",
+          "version 2 models: draw the winner (the fastest schedule that fits) to this SVG file");
 
 namespace jitpipe::cli {
 namespace {
@@ -168,6 +181,32 @@ void PrintJson(const std::vector<Row>& rows, const std::vector<Skipped>& skipped
   std::printf("%s\n", out.dump(1).c_str());
 }
 
+int RunLayeredCompare(const Command& command, const std::string& model_path,
+                      const LayeredModel& model, const CompareOptions& options) {
+  absl::StatusOr<Comparison> c = CompareSchedules(model, options);
+  if (!c.ok()) return Fail(command, c.status());
+  if (c->rows.empty()) {
+    const int code = Fail(command, absl::InvalidArgumentError(absl::StrCat(
+                                       "no schedule accepts pp ", options.pp, ", ",
+                                       options.microbatches, " microbatches with ", model_path)));
+    for (const CompareSkipped& s : c->skipped) {
+      std::fprintf(stderr, "  %s v %d: %s\n", s.schedule.c_str(), s.stages_per_rank,
+                   s.reason.c_str());
+    }
+    return code;
+  }
+  const CompareHeader header{.model_path = model_path, .model = &model, .options = &options};
+  if (absl::GetFlag(FLAGS_json)) {
+    PrintComparisonJson(header, *c);
+  } else {
+    PrintComparisonTable(header, *c);
+  }
+  if (const std::string svg = absl::GetFlag(FLAGS_svg); !svg.empty()) {
+    if (absl::Status s = WriteWinnerSvg(header, *c, svg); !s.ok()) return Fail(command, s);
+  }
+  return kExitOk;
+}
+
 int RunCompare(const Command& command, const Invocation& invocation) {
   for (absl::string_view flag : {"pp", "microbatches", "model"}) {
     if (!invocation.IsSet(flag)) {
@@ -181,8 +220,24 @@ int RunCompare(const Command& command, const Invocation& invocation) {
   if (pp < 1 || mbs < 1 || v < 0) {
     return UsageError(command, "--pp and --microbatches must be >= 1, --stages-per-rank >= 0");
   }
-  absl::StatusOr<Model> model = LoadModel(absl::GetFlag(FLAGS_model));
-  if (!model.ok()) return Fail(command, model.status());
+  absl::StatusOr<PartitionChoice> partition = PartitionFromFlags();
+  if (!partition.ok()) return UsageError(command, partition.status().message());
+  const std::string model_path = absl::GetFlag(FLAGS_model);
+  absl::StatusOr<ModelFile> file = LoadModelFile(model_path);
+  if (!file.ok()) return Fail(command, file.status());
+  if (file->layered()) {
+    CompareOptions options{.pp = pp, .microbatches = mbs, .partition = *partition,
+                           .overlap = absl::GetFlag(FLAGS_overlap)};
+    if (v > 0) options.stages_per_rank = {v};
+    return RunLayeredCompare(command, model_path, file->layers, options);
+  }
+  if (!partition->layout.empty() || partition->method != PartitionMethod::kEven ||
+      !absl::GetFlag(FLAGS_svg).empty()) {
+    return Fail(command, absl::InvalidArgumentError(absl::StrCat(
+                             model_path, ": --layout, --partition balanced and --svg need a "
+                             "version 2 model (layers); this one gives per-stage costs")));
+  }
+  const Model* model = &file->stages;
   const bool overlap = absl::GetFlag(FLAGS_overlap);
   std::vector<Row> rows;
   std::vector<Skipped> skipped;
@@ -218,7 +273,7 @@ Command CompareCommand() {
   return Command{
       .name = "compare",
       .synopsis = "compare --pp P --microbatches M --model MODEL [--stages-per-rank V] "
-                  "[--overlap] [--json]",
+                  "[--overlap] [--json] [--layout L | --partition even|balanced] [--svg OUT]",
       .summary =
           "Compare every built-in schedule valid for these parameters under one cost model: "
           "each is generated (--stages-per-rank, else its default), lowered with gradient "
@@ -226,8 +281,15 @@ Command CompareCommand() {
           "makespan, the best marked *: makespan, bubble (1 - busy/makespan, worst rank), span "
           "bubble (the zero-bubble papers' measure), exposed reduction, the worst rank's jit "
           "and eager peak memory and jit arena. Schedules that refuse the parameters are "
-          "listed with the reason.",
-      .flags = {"pp", "microbatches", "stages_per_rank", "model", "overlap", "json"},
+          "listed with the reason. With a version 2 (layered) MODEL: every schedule at every v "
+          "of 1, 2 and 4 (or --stages-per-rank), each cut from the same layers (evenly, by "
+          "--layout or --partition balanced) so that every row does the same work; columns "
+          "makespan, bubble, span bubble, exposed reduction, the heaviest rank's memory (all "
+          "of it: parameters, gradients, optimizer, activations) and whether every rank fits "
+          "the device, by how much; sorted by makespan among those that fit; --svg draws the "
+          "winner.",
+      .flags = {"pp", "microbatches", "stages_per_rank", "model", "layout", "partition",
+                "overlap", "json", "svg"},
       .min_positional = 0,
       .max_positional = 0,
       .run = RunCompare,

@@ -1,13 +1,22 @@
 // jitpipe generate --schedule NAME --pp P --microbatches M [--stages-per-rank V] [-o FILE]:
 // a built-in schedule's compute-only program.
+//
+// --schedule auto --model MODEL [--memory-limit BYTES] [--time-budget S]:
+// the fastest compute order found whose memory fits every rank
+// (planning/auto_schedule.h), with an explanation of what it chose (on
+// stdout with -o, else on stderr beside the JSON).
 #include <cstdio>
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "planning/auto_schedule.h"
 #include "scheduler/generators/generate.h"
+#include "scheduler/ir/model_file.h"
+#include "tools/byte_units.h"
 #include "scheduler/ir/schedule_io.h"
 #include "scheduler/ir/schedule_json.h"
 #include "tools/commands.h"
@@ -18,15 +27,91 @@ ABSL_FLAG(std::string, schedule, "",
 ABSL_FLAG(int, pp, 0, "pipeline ranks (p)");
 ABSL_FLAG(int, microbatches, 0, "microbatches per step (m)");
 ABSL_FLAG(int, stages_per_rank, 0, "stages per rank (v); 0 takes the schedule's default");
+ABSL_FLAG(std::string, memory_limit, "",
+          "--schedule auto: each rank's memory, e.g. 80GiB (default: the model's device memory)");
+ABSL_FLAG(double, time_budget, 10, "--schedule auto: seconds the search may take");
 
 namespace jitpipe::cli {
 namespace {
+
+absl::StatusOr<AutoScheduleOptions> AutoOptionsFromFlags() {
+  AutoScheduleOptions options;
+  options.pp = absl::GetFlag(FLAGS_pp);
+  options.microbatches = absl::GetFlag(FLAGS_microbatches);
+  if (options.pp < 1 || options.microbatches < 1) {
+    return absl::InvalidArgumentError("--pp and --microbatches must be >= 1");
+  }
+  if (const std::string limit = absl::GetFlag(FLAGS_memory_limit); !limit.empty()) {
+    absl::StatusOr<int64_t> bytes = ParseByteSize(limit);
+    if (!bytes.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--memory-limit: ", bytes.status().message()));
+    }
+    if (*bytes <= 0) return absl::InvalidArgumentError("--memory-limit must be > 0 bytes");
+    options.memory_limit = *bytes;
+  }
+  const double budget = absl::GetFlag(FLAGS_time_budget);
+  if (!(budget > 0 && budget <= 86400)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--time-budget must be in (0, 86400] seconds, got ", budget));
+  }
+  options.time_budget = absl::Seconds(budget);
+  if (const int v = absl::GetFlag(FLAGS_stages_per_rank); v != 0) {
+    if (v != 1 && v != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--stages-per-rank for auto must be 1 or 2, got ", v));
+    }
+    options.stages_per_rank = {v};
+  }
+  return options;
+}
+
+int RunAuto(const Command& command, const std::string& out) {
+  const std::string model_path = absl::GetFlag(FLAGS_model);
+  if (model_path.empty()) return UsageError(command, "--schedule auto needs --model MODEL");
+  absl::StatusOr<AutoScheduleOptions> options = AutoOptionsFromFlags();
+  if (!options.ok()) return UsageError(command, options.status().message());
+  absl::StatusOr<ModelFile> model = LoadModelFile(model_path);
+  if (!model.ok()) return Fail(command, model.status());
+  absl::StatusOr<AutoScheduleResult> result = AutoSchedule(*model, *options);
+  if (!result.ok()) {
+    return Fail(command, absl::Status(result.status().code(),
+                                      absl::StrCat(model_path, ": ", result.status().message())));
+  }
+  const std::string explanation = result->Explain();
+  if (out.empty()) {
+    std::fputs(ScheduleToJson(result->schedule).c_str(), stdout);
+    std::fputs(explanation.c_str(), stderr);
+    return kExitOk;
+  }
+  if (absl::Status saved = SaveSchedule(out, result->schedule); !saved.ok()) {
+    return Fail(command, saved);
+  }
+  std::printf("wrote %s\n%s", out.c_str(), explanation.c_str());
+  return kExitOk;
+}
 
 int RunGenerate(const Command& command, const Invocation& invocation) {
   for (absl::string_view flag : {"schedule", "pp", "microbatches"}) {
     if (!invocation.IsSet(flag)) {
       return UsageError(command, absl::StrCat("missing --", flag, "; usage: jitpipe ",
                                               command.synopsis));
+    }
+  }
+  if (absl::AsciiStrToLower(absl::GetFlag(FLAGS_schedule)) == "auto") {
+    const std::string out = absl::GetFlag(FLAGS_output);
+    if (!out.empty()) {
+      if (auto format = FormatForOutput(out); !format.ok()) {
+        return UsageError(command, format.status().message());
+      }
+    }
+    return RunAuto(command, out);
+  }
+  for (const auto& [flag, spelled] : {std::pair{"model", "--model"},
+                                       std::pair{"memory_limit", "--memory-limit"},
+                                       std::pair{"time_budget", "--time-budget"}}) {
+    if (invocation.IsSet(flag)) {
+      return UsageError(command, absl::StrCat(spelled, " applies to --schedule auto only"));
     }
   }
   // An unknown name is a usage error; parameters a schedule cannot run with
@@ -64,7 +149,14 @@ absl::string_view Summary() {
         "Generate a built-in schedule's compute-only program. Each rank's forwards and "
         "backwards, with the bubbles PyTorch emits, go to -o FILE as jitpipe JSON or PyTorch "
         "CSV (by extension), or as JSON to stdout. Parameters a schedule cannot run with exit "
-        "1, stating the constraint and valid alternatives.\n\nschedules:\n");
+        "1, stating the constraint and valid alternatives.\n\n--schedule auto --model MODEL "
+        "[--memory-limit BYTES] [--time-budget S] searches compute "
+        "orders (every built-in schedule, the zero-bubble heuristic, and a list scheduler over "
+        "one- and two-stage placements, I/W split, W deferral, warm-up depth and receive "
+        "placement) for the smallest simulated step whose memory, all of it, fits every rank: "
+        "--memory-limit, else the model's device memory. It explains what it chose: the "
+        "binding constraint, the distance to the lower bound, the best built-in and the "
+        "heuristic.\n\nschedules:\n");
     for (const GeneratorInfo& g : AllGenerators()) {
       const std::string label =
           g.aliases.empty() ? g.name
@@ -86,7 +178,8 @@ Command GenerateCommand() {
       .synopsis = "generate --schedule NAME --pp P --microbatches M [--stages-per-rank V] "
                   "[-o FILE]",
       .summary = Summary(),
-      .flags = {"schedule", "pp", "microbatches", "stages_per_rank", "output"},
+      .flags = {"schedule", "pp", "microbatches", "stages_per_rank", "output", "model",
+                "memory_limit", "time_budget"},
       .min_positional = 0,
       .max_positional = 0,
       .run = RunGenerate,

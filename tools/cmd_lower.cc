@@ -14,6 +14,7 @@
 #include "stages/predict/predict.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/model_input.h"
 
 ABSL_FLAG(std::string, recv, "jit",
           "where receives go: jit (right before the consumer: deadlock-free with tag-matched "
@@ -81,9 +82,11 @@ int RunLower(const Command& command, const Invocation& invocation) {
   auto schedule = LoadInputSchedule(path);
   if (!schedule.ok()) return Fail(command, schedule.status());
   if (const std::string model_path = absl::GetFlag(FLAGS_model); !model_path.empty()) {
-    absl::StatusOr<Model> model = LoadModel(model_path);
+    absl::StatusOr<PartitionChoice> partition = PartitionFromFlags();
+    if (!partition.ok()) return UsageError(command, partition.status().message());
+    absl::StatusOr<StagedModel> model = LoadModelForSchedule(model_path, *schedule, *partition);
     if (!model.ok()) return Fail(command, model.status());
-    options->overlap_peak = PlannedPeak(*model);  // --overlap's memory limit
+    options->overlap_peak = PlannedPeak(model->model);  // --overlap's memory limit
   }
   auto lowered = LowerWithDump(*schedule, *options);
   if (!lowered.ok()) {
@@ -125,7 +128,7 @@ Command LowerCommand() {
                  "raising a rank's "
                  "activation-unit peak (with --model: its jit-planned peak). Writes JSON to "
                  "stdout, or -o FILE (.json or .csv).",
-      .flags = {"recv", "backward", "fsdp", "reduce_grad", "overlap", "model", "dump_after",
+      .flags = {"recv", "backward", "fsdp", "reduce_grad", "overlap", "model", "layout", "partition", "dump_after",
                 "output", "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,

@@ -15,6 +15,8 @@
 #include "scheduler/passes/lower.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/memory_report.h"
+#include "tools/model_input.h"
 #include "stages/predict/predict.h"
 #include "traces/chrome_trace_writer.h"
 #include "traces/planned_timeline.h"
@@ -133,7 +135,10 @@ void PrintTable(const std::string& path, const PlanOptions& options,
               worst.peak_action.c_str());
 }
 
-void PrintJson(const PlanOptions& options, const std::vector<RankRow>& rows) {
+// `memory`: the all-of-it report of a version 2 model, printed after the
+// planner's table (or as "memory" in --json); absent for version 1.
+void PrintJson(const PlanOptions& options, const std::vector<RankRow>& rows,
+               const std::optional<MemoryReport>& memory) {
   std::string out = absl::StrCat("{\"policy\": \"", MemoryPolicyName(options.policy),
                                  "\", \"prefetch\": ", options.prefetch, ", \"ranks\": [");
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -147,13 +152,17 @@ void PrintJson(const PlanOptions& options, const std::vector<RankRow>& rows) {
                     ", \"jit_peak_bytes\": ", r.jit_peak, ", \"eager_peak_bytes\": ", r.eager_peak,
                     ", \"buffers\": ", r.buffers, "}");
   }
-  absl::StrAppend(&out, "],\n \"worst_rank\": ", WorstRank(rows).rank, "}\n");
+  absl::StrAppend(&out, "],\n \"worst_rank\": ", WorstRank(rows).rank);
+  if (memory.has_value()) absl::StrAppend(&out, ",\n \"memory\": ", MemoryJson(*memory).dump());
+  absl::StrAppend(&out, "}\n");
   std::fputs(out.c_str(), stdout);
 }
 
 int RunPlan(const Command& command, const Invocation& invocation) {
   absl::StatusOr<PlanOptions> options = OptionsFromFlags();
   if (!options.ok()) return UsageError(command, options.status().message());
+  absl::StatusOr<PartitionChoice> partition = PartitionFromFlags();
+  if (!partition.ok()) return UsageError(command, partition.status().message());
   const std::string model_path = absl::GetFlag(FLAGS_model);
   if (model_path.empty()) return UsageError(command, "--model MODEL is required");
   const std::string& path = invocation.positional[0];
@@ -164,8 +173,9 @@ int RunPlan(const Command& command, const Invocation& invocation) {
     return Fail(command, absl::Status(schedule.status().code(),
                                       absl::StrCat(path, ": ", schedule.status().message())));
   }
-  absl::StatusOr<Model> model = LoadModel(model_path);
-  if (!model.ok()) return Fail(command, model.status());
+  absl::StatusOr<StagedModel> staged = LoadModelForSchedule(model_path, *schedule, *partition);
+  if (!staged.ok()) return Fail(command, staged.status());
+  const Model* model = &staged->model;
   const int map_rank = absl::GetFlag(FLAGS_map);
   if (map_rank >= schedule->pp) {
     return UsageError(command, absl::StrCat("--map ", map_rank, ": the schedule has ranks 0 to ",
@@ -231,10 +241,26 @@ int RunPlan(const Command& command, const Invocation& invocation) {
     trace->SetMetadata("clock", simulated_trace ? "simulated" : "program index");
     if (absl::Status s = trace->Finish(); !s.ok()) return Fail(command, s);
   }
+  std::optional<MemoryReport> memory;
+  if (staged->layered) {
+    absl::StatusOr<MemoryReport> report =
+        PlanRankMemories(*schedule, *model, staged->training, options->policy);
+    if (!report.ok()) {
+      return Fail(command, absl::Status(report.status().code(),
+                                        absl::StrCat(path, ": ", report.status().message())));
+    }
+    memory = *std::move(report);
+  }
   if (absl::GetFlag(FLAGS_json)) {
-    PrintJson(*options, rows);
+    PrintJson(*options, rows, memory);
   } else {
     PrintTable(path, *options, rows);
+    if (memory.has_value()) {
+      std::printf("\nmemory per rank, all of it (%s activations, %s cut; %s):\n%s%s\n",
+                  std::string(MemoryPolicyName(options->policy)).c_str(), staged->how.c_str(),
+                  TrainingSummary(*model, staged->training).c_str(),
+                  MemoryTable(*memory).c_str(), HeaviestLine(*memory).c_str());
+    }
   }
   std::fputs(map.c_str(), stdout);
   return kExitOk;
@@ -255,10 +281,14 @@ Command PlanCommand() {
                  "a memory counter per rank and category: over simulated time when the model "
                  "gives compute times (the jitpipe simulate timeline, memory under --policy), "
                  "else over program index with the arena's high-water mark; --map prints one "
-                 "rank's buffers and an ASCII map of "
-                 "its arena.",
-      .flags = {"model", "policy", "prefetch", "arena_slack", "json", "trace", "map",
-                "legacy_names"},
+                 "rank's buffers and an ASCII map of its arena. With a version 2 (layered) "
+                 "MODEL, cut into the schedule's stages (even, --layout or --partition "
+                 "balanced), it also prints each rank's memory, "
+                 "all of it: parameters, gradients, optimizer state, activations and buffers "
+                 "(the planner's peak), the total against the device limit, and the heaviest "
+                 "rank with how much it fits or misses by.",
+      .flags = {"model", "layout", "partition", "policy", "prefetch", "arena_slack", "json",
+                "trace", "map", "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,
       .run = RunPlan,

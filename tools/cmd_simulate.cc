@@ -20,9 +20,11 @@
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/ir/model.h"
+#include "planning/reduction_floor.h"
 #include "stages/predict/predict.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/model_input.h"
 #include "traces/chrome_trace_writer.h"
 #include "traces/timeline_trace.h"
 
@@ -80,15 +82,18 @@ Json ResultJson(const SimulationResult& r) {
 // The exposed reduction without and with the overlap pass.
 struct OverlapComparison {
   SimulationResult without, with;
+  double minimum_us = 0;  // planning/reduction_floor.h, for the order with the pass
 };
 
 void PrintComparison(const OverlapComparison& c) {
   std::printf(
       "exposed reduction: %.6g us without the overlap pass (%.1f%%), %.6g us with it (%.1f%%), "
-      "of %.6g us reduction per rank; makespan %.6g -> %.6g us\n",
+      "of %.6g us reduction per rank; makespan %.6g -> %.6g us; theoretical minimum %.6g us "
+      "(%.1f%%: the stage that completes last on the rank that finishes last)\n",
       c.without.exposed_reduce_us, Percent(c.without.exposed_reduce_us, c.without.max_rank_reduce_us),
       c.with.exposed_reduce_us, Percent(c.with.exposed_reduce_us, c.with.max_rank_reduce_us),
-      c.with.max_rank_reduce_us, c.without.makespan_us, c.with.makespan_us);
+      c.with.max_rank_reduce_us, c.without.makespan_us, c.with.makespan_us, c.minimum_us,
+      Percent(c.minimum_us, c.with.max_rank_reduce_us));
 }
 
 absl::Status WriteTrace(const std::string& trace_path, const std::string& path,
@@ -108,11 +113,15 @@ int RunSimulate(const Command& command, const Invocation& invocation) {
   if (model_path.empty()) return UsageError(command, "--model MODEL is required");
   const bool overlap = absl::GetFlag(FLAGS_overlap);
   const bool compare = absl::GetFlag(FLAGS_compare_overlap);
+  absl::StatusOr<PartitionChoice> partition = PartitionFromFlags();
+  if (!partition.ok()) return UsageError(command, partition.status().message());
+  partition->predict.overlap = overlap;
   const std::string& path = invocation.positional[0];
   absl::StatusOr<Schedule> schedule = LoadInputSchedule(path);
   if (!schedule.ok()) return Fail(command, schedule.status());
-  absl::StatusOr<Model> model = LoadModel(model_path);
-  if (!model.ok()) return Fail(command, model.status());
+  absl::StatusOr<StagedModel> staged = LoadModelForSchedule(model_path, *schedule, *partition);
+  if (!staged.ok()) return Fail(command, staged.status());
+  const Model* model = &staged->model;
   auto failed = [&](const absl::Status& s) {
     return Fail(command, absl::Status(s.code(), absl::StrCat(path, ": ", s.message())));
   };
@@ -131,8 +140,9 @@ int RunSimulate(const Command& command, const Invocation& invocation) {
   if (compare) {
     absl::StatusOr<Prediction> other = Predict(*schedule, *model, {.overlap = !overlap});
     if (!other.ok()) return failed(other.status());
-    comparison = overlap ? OverlapComparison{other->simulation, p->simulation}
-                         : OverlapComparison{p->simulation, other->simulation};
+    const Prediction& with = overlap ? *p : *other;
+    comparison = OverlapComparison{overlap ? other->simulation : p->simulation, with.simulation,
+                                   MinimumExposedReduceUs(with.lowered, *model, with.simulation)};
   }
   if (!trace_path.empty()) {
     if (absl::Status s = WriteTrace(trace_path, path, *p); !s.ok()) return Fail(command, s);
@@ -140,11 +150,13 @@ int RunSimulate(const Command& command, const Invocation& invocation) {
   if (absl::GetFlag(FLAGS_json)) {
     Json out = ResultJson(p->simulation);
     out["total_reduce_us"] = p->simulation.total_reduce_us;
+    out["minimum_exposed_reduce_us"] = MinimumExposedReduceUs(p->lowered, *model, p->simulation);
     out["reductions_modelled"] = p->reductions_modelled;
     out["overlap"] = overlap;
     if (comparison.has_value()) {
       out["compare_overlap"] = {{"without", ResultJson(comparison->without)},
-                                {"with", ResultJson(comparison->with)}};
+                                {"with", ResultJson(comparison->with)},
+                                {"minimum_exposed_reduce_us", comparison->minimum_us}};
     }
     std::printf("%s\n", out.dump(1).c_str());
     return kExitOk;
@@ -159,8 +171,8 @@ int RunSimulate(const Command& command, const Invocation& invocation) {
 Command SimulateCommand() {
   return Command{
       .name = "simulate",
-      .synopsis = "simulate FILE --model MODEL [--trace OUT] [--json] [--overlap] "
-                  "[--compare-overlap]",
+      .synopsis = "simulate FILE --model MODEL [--layout L | --partition even|balanced] "
+                  "[--trace OUT] [--json] [--overlap] [--compare-overlap]",
       .summary =
           "Predict one step of a schedule under a cost model: a deterministic discrete-event "
           "simulation (compute stream per rank; transfers start when both SEND and RECV are "
@@ -170,9 +182,12 @@ Command SimulateCommand() {
           "bytes at simulated time, then the makespan, the bubble (1 - busy/makespan, worst "
           "rank), the span bubble (the zero-bubble papers' measure) and the exposed reduction "
           "(the step with reductions minus the same step with free ones). --overlap runs the "
-          "overlap pass; --compare-overlap reports the exposed reduction without and with it. "
-          "--trace writes the simulated timeline as a Chrome trace.",
-      .flags = {"model", "trace", "json", "overlap", "compare_overlap", "legacy_names"},
+          "overlap pass; --compare-overlap reports the exposed reduction without and with it, and "
+          "the theoretical minimum (planning/reduction_floor.h). "
+          "--trace writes the simulated timeline as a Chrome trace. A version 2 (layered) MODEL is "
+          "cut into the schedule's stages evenly, by --layout or --partition balanced.",
+      .flags = {"model", "layout", "partition", "trace", "json", "overlap", "compare_overlap",
+                "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,
       .run = RunSimulate,

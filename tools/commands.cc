@@ -5,6 +5,7 @@ namespace jitpipe::cli {
 const std::vector<Command>& AllCommands() {
   static const std::vector<Command>* commands = new std::vector<Command>{
       // In the order of the workflow: make, look, check, lower, predict, run.
+      ModelCommand(),
       GenerateCommand(),
       ShowCommand(),
       ConvertCommand(),

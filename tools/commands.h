@@ -11,6 +11,7 @@ Command ConvertCommand();
 Command ValidateCommand();
 Command LowerCommand();
 Command GenerateCommand();
+Command ModelCommand();
 Command PlanCommand();
 Command ReplayCommand();
 Command FrAnalyzeCommand();

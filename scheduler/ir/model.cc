@@ -10,71 +10,27 @@
 #include "base/json_document.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "scheduler/ir/model_fields.h"
 
 namespace jitpipe {
 namespace {
 
+using model_fields::CheckBytes;
+using model_fields::CheckLinks;
+using model_fields::CheckTime;
+using model_fields::CheckWholeElements;
+using model_fields::Field;
+using model_fields::Found;
+using model_fields::NotAWholeNumber;
+using model_fields::ParseDataParallel;
+using model_fields::ParseLink;
+using model_fields::ReadBytes;
+using model_fields::ReadTime;
+using model_fields::Section;
+using model_fields::WholeNumber;
+
 constexpr Dtype kAllDtypes[] = {Dtype::kFp32, Dtype::kBf16, Dtype::kFp16, Dtype::kFp8E4m3,
                                 Dtype::kFp8E5m2};
-
-std::string Field(absl::string_view path, absl::string_view key) {
-  return path.empty() ? std::string(key) : absl::StrCat(path, ".", key);
-}
-
-std::string Found(const nlohmann::json& value) {
-  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-absl::Status NotATime(absl::string_view field, absl::string_view found) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("\"", field, "\" must be a finite number >= 0, found ", found));
-}
-
-absl::Status NotAWholeNumber(absl::string_view field, int64_t min, absl::string_view found) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("\"", field, "\" must be a whole number >= ", min, ", found ", found));
-}
-
-// Reads obj[key] when present. Range checks (>= 0, finite) are ValidateModel's;
-// here only the JSON type is checked, so that both paths share one message.
-absl::Status ReadTime(const nlohmann::json& obj, absl::string_view key, absl::string_view path,
-                      std::optional<double>& out) {
-  auto it = obj.find(std::string(key));
-  if (it == obj.end()) return absl::OkStatus();
-  if (!it->is_number()) return NotATime(Field(path, key), Found(*it));
-  out = it->get<double>();
-  return absl::OkStatus();
-}
-
-// A whole JSON number (1e3 counts; 1.5 does not). Negative values pass here
-// and are refused by ValidateModel.
-absl::StatusOr<int64_t> WholeNumber(const nlohmann::json& value, absl::string_view field,
-                                    int64_t min) {
-  absl::StatusOr<int64_t> n = AsInt(value, field, std::numeric_limits<int64_t>::min(),
-                                    std::numeric_limits<int64_t>::max());
-  if (!n.ok()) return NotAWholeNumber(field, min, Found(value));
-  return n;
-}
-
-absl::Status ReadBytes(const nlohmann::json& obj, absl::string_view key, absl::string_view path,
-                       std::optional<int64_t>& out) {
-  auto it = obj.find(std::string(key));
-  if (it == obj.end()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(out, WholeNumber(*it, Field(path, key), 0));
-  return absl::OkStatus();
-}
-
-absl::StatusOr<const nlohmann::json*> Section(const nlohmann::json& doc, absl::string_view key,
-                                              bool array) {
-  auto it = doc.find(std::string(key));
-  if (it == doc.end()) return nullptr;
-  if (array ? !it->is_array() : !it->is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat("\"", key, "\" must be ",
-                                                   array ? "an array" : "an object", ", found ",
-                                                   Found(*it)));
-  }
-  return &*it;
-}
 
 absl::StatusOr<StageSpec> ParseStageSpec(const nlohmann::json& obj, absl::string_view path) {
   if (!obj.is_object()) {
@@ -111,61 +67,13 @@ absl::Status ParseStages(const nlohmann::json& list, Model& model) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Dtype> ReadDtype(const nlohmann::json& dp, absl::string_view key, Dtype fallback) {
-  if (!dp.contains(std::string(key))) return fallback;
-  ASSIGN_OR_RETURN(std::string name, GetString(dp, key, "dp"));
-  absl::StatusOr<Dtype> dtype = ParseDtype(name);
-  if (!dtype.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("\"dp.", key, "\": ", dtype.status().message()));
-  }
-  return dtype;
-}
-
-absl::Status ParseLink(const nlohmann::json& obj, absl::string_view path, Link& link) {
-  std::optional<double> latency, bandwidth;
-  RETURN_IF_ERROR(ReadTime(obj, "latency_us", path, latency));
-  RETURN_IF_ERROR(ReadTime(obj, "gb_per_s", path, bandwidth));
-  link.latency_us = latency.value_or(0);
-  link.gb_per_s = bandwidth.value_or(0);
-  return absl::OkStatus();
-}
-
-absl::Status ParseDataParallel(const nlohmann::json& dp, DataParallelSpec& out) {
-  if (auto size = dp.find("size"); size != dp.end()) {
-    ASSIGN_OR_RETURN(int64_t n, WholeNumber(*size, "dp.size", 1));
-    if (n < 1 || n > std::numeric_limits<int32_t>::max()) {
-      return NotAWholeNumber("dp.size", 1, Found(*size));
-    }
-    out.size = static_cast<int>(n);
-  }
-  if (auto buckets = dp.find("buckets"); buckets != dp.end()) {
-    ASSIGN_OR_RETURN(int64_t n, WholeNumber(*buckets, "dp.buckets", 1));
-    if (n < 1 || n > std::numeric_limits<int32_t>::max()) {
-      return NotAWholeNumber("dp.buckets", 1, Found(*buckets));
-    }
-    out.buckets = static_cast<int>(n);
-  }
-  if (dp.contains("reduce")) {
-    ASSIGN_OR_RETURN(std::string reduce, GetString(dp, "reduce", "dp"));
-    if (reduce == "all_reduce") {
-      out.reduce = ReduceKind::kAllReduce;
-    } else if (reduce == "reduce_scatter") {
-      out.reduce = ReduceKind::kReduceScatter;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("\"dp.reduce\" is ", JsonQuote(reduce),
-                                                     "; expected all_reduce or reduce_scatter"));
-    }
-  }
-  ASSIGN_OR_RETURN(out.param_dtype, ReadDtype(dp, "param_dtype", Dtype::kFp32));
-  ASSIGN_OR_RETURN(out.grad_dtype, ReadDtype(dp, "grad_dtype", Dtype::kFp32));
-  if (auto it = dp.find("reduce_dtype"); it != dp.end() && !it->is_null()) {
-    ASSIGN_OR_RETURN(out.reduce_dtype, ReadDtype(dp, "reduce_dtype", Dtype::kFp32));
-  }
-  return ParseLink(dp, "dp", out.link);
-}
-
 absl::StatusOr<Model> FromDocument(const nlohmann::json& doc) {
-  RETURN_IF_ERROR(CheckFormatAndVersion(doc, kModelFormat, kModelVersion));
+  RETURN_IF_ERROR(CheckFormatAndVersion(doc, kModelFormat, kLayeredModelVersion));
+  if (doc["version"] != kModelVersion) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a version ", kLayeredModelVersion, " model describes layers, not stages; this needs "
+        "version ", kModelVersion, " (or a command that partitions layers into stages)"));
+  }
   Model model;
   ASSIGN_OR_RETURN(const nlohmann::json* defaults, Section(doc, "defaults", false));
   if (defaults != nullptr) {
@@ -181,21 +89,6 @@ absl::StatusOr<Model> FromDocument(const nlohmann::json& doc) {
   return model;
 }
 
-absl::Status CheckTime(const std::optional<double>& t, absl::string_view field) {
-  if (t.has_value() && !(std::isfinite(*t) && *t >= 0)) return NotATime(field, absl::StrCat(*t));
-  return absl::OkStatus();
-}
-
-absl::Status CheckBytes(const std::optional<int64_t>& b, absl::string_view field) {
-  if (b.has_value() && *b < 0) return NotAWholeNumber(field, 0, absl::StrCat(*b));
-  if (b.has_value() && *b > kMaxModelBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("\"", field, "\" is ", *b,
-                                                   " bytes; at most ", kMaxModelBytes,
-                                                   " (1 TiB) per buffer"));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status CheckStageSpec(const StageSpec& s, absl::string_view path, Dtype param_dtype) {
   RETURN_IF_ERROR(CheckTime(s.forward_us, Field(path, "forward_us")));
   RETURN_IF_ERROR(CheckTime(s.backward_input_us, Field(path, "backward_input_us")));
@@ -206,13 +99,9 @@ absl::Status CheckStageSpec(const StageSpec& s, absl::string_view path, Dtype pa
   RETURN_IF_ERROR(CheckBytes(s.output_bytes, Field(path, "output_bytes")));
   RETURN_IF_ERROR(CheckBytes(s.stash_bytes, Field(path, "stash_bytes")));
   RETURN_IF_ERROR(CheckBytes(s.param_bytes, Field(path, "param_bytes")));
-  const int element = DtypeBytes(param_dtype);
-  if (s.param_bytes.has_value() && *s.param_bytes % element != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "\"", Field(path, "param_bytes"), "\" is ", *s.param_bytes, ", not a whole number of ",
-        DtypeName(param_dtype), " elements (", element, " bytes each; dp.param_dtype)"));
-  }
-  return absl::OkStatus();
+  if (!s.param_bytes.has_value()) return absl::OkStatus();
+  return CheckWholeElements(*s.param_bytes, param_dtype, Field(path, "param_bytes"),
+                            "dp.param_dtype");
 }
 
 template <typename T>
@@ -339,14 +228,7 @@ absl::Status ValidateModel(const Model& model) {
     }
     RETURN_IF_ERROR(CheckStageSpec(model.stages[i].spec, path, model.dp.param_dtype));
   }
-  RETURN_IF_ERROR(CheckTime(model.p2p.latency_us, "p2p.latency_us"));
-  RETURN_IF_ERROR(CheckTime(model.p2p.gb_per_s, "p2p.gb_per_s"));
-  if (model.dp.size < 1) return NotAWholeNumber("dp.size", 1, absl::StrCat(model.dp.size));
-  if (model.dp.buckets < 1) {
-    return NotAWholeNumber("dp.buckets", 1, absl::StrCat(model.dp.buckets));
-  }
-  RETURN_IF_ERROR(CheckTime(model.dp.link.latency_us, "dp.latency_us"));
-  return CheckTime(model.dp.link.gb_per_s, "dp.gb_per_s");
+  return CheckLinks(model.p2p, model.dp);
 }
 
 absl::Status CheckModelFits(const Model& model, int num_stages) {

@@ -63,7 +63,8 @@
 namespace jitpipe {
 
 inline constexpr absl::string_view kModelFormat = "jitpipe.model";
-inline constexpr int kModelVersion = 1;
+inline constexpr int kModelVersion = 1;         // per-stage costs (this file)
+inline constexpr int kLayeredModelVersion = 2;  // layers and heads (layered_model.h)
 
 enum class Dtype : uint8_t { kFp32, kBf16, kFp16, kFp8E4m3, kFp8E5m2 };
 
@@ -182,7 +183,8 @@ absl::Status ValidateModel(const Model& model);
 absl::Status CheckModelFits(const Model& model, int num_stages);
 
 // Parses a model document and validates it (ValidateModel). A version newer
-// than kModelVersion is refused as written by a newer jitpipe.
+// than kLayeredModelVersion is refused as written by a newer jitpipe, a
+// version 2 (layered) one as needing a partition (model_file.h reads both).
 // Errors: InvalidArgument naming the field.
 absl::StatusOr<Model> ParseModelJson(absl::string_view text);
 

@@ -56,8 +56,9 @@ PassPipeline LoweringPipeline(const LowerOptions& options) {
   }
   if (options.overlap) {
     pipeline.AddPass(std::string(kOverlapReducePass),
-                     [peak = options.overlap_peak](const Schedule& s) {
-                       return OverlapReduce(s, {.rank_peak = peak});
+                     [peak = options.overlap_peak,
+                      time = options.overlap_step_time](const Schedule& s) {
+                       return OverlapReduce(s, {.rank_peak = peak, .step_time = time});
                      });
   }
   // The pure placement is safe under relaxed semantics only (lower.h).

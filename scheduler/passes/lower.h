@@ -72,6 +72,7 @@ struct LowerOptions {
   // reduce_grad. overlap_peak is its memory limit (unset: activation units).
   bool overlap = false;
   RankPeakFunction overlap_peak = nullptr;
+  StepTimeFunction overlap_step_time = nullptr;  // overlap_reduce.h's step 3; unset: skipped
   std::string dump_after = {};  // pass name whose output the pipeline records ("" = none)
   // Validate after every pass (ValidateStructure; once sends exist, Validate()
   // under relaxed semantics, and strict ones too unless recv is kJit). A

@@ -283,7 +283,20 @@ absl::StatusOr<Schedule> OverlapReduce(const Schedule& in, const OverlapReduceOp
     ASSIGN_OR_RETURN(RankProgram program, OverlapRank(in, r, probe));
     ranks.push_back(std::move(program));
   }
-  return WithPrograms(in, std::move(ranks), /*lowered=*/true);
+  Schedule out = WithPrograms(in, std::move(ranks), /*lowered=*/true);
+  if (!options.step_time) return out;
+  // The memory limit of every rank is its input peak, as above.
+  auto peak = [&](const Schedule& s, int rank) -> absl::StatusOr<int64_t> {
+    if (options.rank_peak) return options.rank_peak(s, rank);
+    return ActivationUnitPeak(s, rank);
+  };
+  std::vector<int64_t> limit(in.pp);
+  for (int r = 0; r < in.pp; ++r) {
+    ASSIGN_OR_RETURN(limit[r], peak(in, r));
+    ASSIGN_OR_RETURN(const int64_t now, peak(out, r));
+    limit[r] = std::max(limit[r], now);
+  }
+  return HoistWeightGradients(std::move(out), options.step_time, peak, limit);
 }
 
 int64_t ActivationUnitPeak(const Schedule& schedule, int rank) {

@@ -30,6 +30,21 @@
 // already in this order, except moving a REDUCE_GRAD that came later up to
 // its stage's last W or B. Stages without a REDUCE_GRAD get none.
 //
+// 3. With a step-time function (a simulator; stages/predict.h gives one),
+//    Ws move earlier on the rank that ends the step last, one swap with the
+//    compute action before them at a time, while the step gets shorter and
+//    the peak stays within the limit (overlap_hoist.h). This is what hides
+//    reductions on schedules whose Ws are already in completion order (the
+//    zero-bubble ones) where the remaining compute can hide them.
+//
+// The least exposed reduction any such order can reach is bounded below by
+// the rank that finishes its compute last: its last compute action is a W
+// or B, which completes some stage s's gradients; with k buckets of b =
+// R_s / k, that stage's buckets stream during that action of duration d, so
+// at least max(b, R_s - d (k - 1) / k) of its reduction follows the compute
+// (planning/reduction_floor.h computes it; `simulate --compare-overlap`
+// prints it).
+//
 // Pure; thread-compatible. O(actions x stages per rank), plus the peak
 // function's cost for each rank that changes (and ~log2(Ws) more calls for
 // a rank whose reordered peak rises).
@@ -42,6 +57,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "scheduler/ir/schedule.h"
+#include "scheduler/passes/overlap_hoist.h"
 
 namespace jitpipe {
 
@@ -55,13 +71,16 @@ using RankPeakFunction = std::function<absl::StatusOr<int64_t>(const Schedule& s
 struct OverlapReduceOptions {
   // The memory limit. Unset: ActivationUnitPeak, which needs no model.
   RankPeakFunction rank_peak = nullptr;
+  // The step's time (3. above). Unset: the search is skipped.
+  StepTimeFunction step_time = nullptr;
 };
 
 // Returns the schedule with Ws reordered and REDUCE_GRADs moved as above.
 // Errors: FailedPrecondition for a compute-only schedule or one without any
 // REDUCE_GRAD ("lower with reduce_grad first"); InvalidArgument naming rank,
 // index and action for a bad stage or microbatch, a REDUCE_GRAD repeated
-// for a stage, or a W whose I is not before it; the peak function's error.
+// for a stage, or a W whose I is not before it; the peak and step-time
+// functions' errors.
 absl::StatusOr<Schedule> OverlapReduce(const Schedule& in, const OverlapReduceOptions& options = {});
 
 // A model-free memory measure: the peak number of (stage, microbatch)

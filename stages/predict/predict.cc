@@ -33,11 +33,15 @@ absl::StatusOr<Schedule> LowerForPrediction(const Schedule& schedule, const Mode
     LowerOptions lower;
     lower.reduce_grad = true;
     lower.overlap = overlap;
-    if (overlap) lower.overlap_peak = PlannedPeak(model);
+    if (overlap) {
+      lower.overlap_peak = PlannedPeak(model);
+      lower.overlap_step_time = SimulatedStepTime(model);
+    }
     return Lower(schedule, lower);
   }
   if (!overlap) return schedule;
-  return OverlapReduce(schedule, {.rank_peak = PlannedPeak(model)});
+  return OverlapReduce(schedule, {.rank_peak = PlannedPeak(model),
+                                  .step_time = SimulatedStepTime(model)});
 }
 
 bool HasTimes(const StageSpec& spec) {
@@ -69,6 +73,23 @@ RankPeakFunction PlannedPeak(const Model& model) {
     ASSIGN_OR_RETURN(RankBuffers buffers,
                      ComputeBufferLifetimes(s, model, rank, {.policy = MemoryPolicy::kJit}));
     return PeakOf(LiveBytes(buffers)).bytes;
+  };
+}
+
+StepTimeFunction SimulatedStepTime(const Model& model) {
+  return [model](const Schedule& s) -> absl::StatusOr<StepTime> {
+    std::vector<RankBuffers> buffers;
+    buffers.reserve(s.pp);
+    for (int r = 0; r < s.pp; ++r) {
+      ASSIGN_OR_RETURN(RankBuffers b,
+                       ComputeBufferLifetimes(s, model, r, {.policy = MemoryPolicy::kJit}));
+      buffers.push_back(std::move(b));
+    }
+    ASSIGN_OR_RETURN(Executable executable, BuildExecutable(s, model, buffers));
+    ASSIGN_OR_RETURN(SimulationResult sim, Simulate(s, executable, model));
+    StepTime out{.makespan_us = sim.makespan_us, .rank_end_us = {}};
+    for (const RankSimulation& rank : sim.ranks) out.rank_end_us.push_back(rank.end_us);
+    return out;
   };
 }
 

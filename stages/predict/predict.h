@@ -6,7 +6,8 @@
 //   lowered + Model       --ComputeBufferLifetimes(policy) per rank,
 //                           BuildExecutable, Simulate-->     SimulationResult
 //
-// With `overlap`, the overlap pass's memory limit is PlannedPeak(model).
+// With `overlap`, the overlap pass's memory limit is PlannedPeak(model) and
+// its step time SimulatedStepTime(model).
 // Pure functions; thread-compatible.
 #ifndef JITPIPE_STAGES_PREDICT_PREDICT_H_
 #define JITPIPE_STAGES_PREDICT_PREDICT_H_
@@ -65,6 +66,10 @@ bool HasTimes(const Model& model);
 // that gives no byte sizes has no memory plan to keep; it gets
 // ActivationUnitPeak instead. The function keeps a copy of `model`.
 RankPeakFunction PlannedPeak(const Model& model);
+
+// The overlap pass's step time under `model`: a lowered schedule's makespan
+// and each rank's end, simulated with jit buffers. Keeps a copy of `model`.
+StepTimeFunction SimulatedStepTime(const Model& model);
 
 }  // namespace jitpipe
 

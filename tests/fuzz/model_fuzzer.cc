@@ -1,6 +1,7 @@
-// ParseModelJson on arbitrary bytes. Properties (model.h): what parses
-// passes ValidateModel, and every resolved stage cost and byte size is
-// finite and non-negative.
+// ParseModelJson and ParseModelFileJson on arbitrary bytes. Properties
+// (model.h, layered_model.h): what parses passes ValidateModel (version 1) or
+// ValidateLayeredModel (version 2), and every resolved stage cost and byte
+// size is finite and non-negative.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "scheduler/ir/action.h"
 #include "scheduler/ir/model.h"
+#include "scheduler/ir/model_file.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {
@@ -42,10 +44,24 @@ void CheckCost(const jitpipe::Model& model, int stage) {
   }
 }
 
+void CheckModelFile(absl::string_view text) {
+  absl::StatusOr<jitpipe::ModelFile> file = jitpipe::ParseModelFileJson(text);
+  if (!file.ok()) {
+    Check(file.status().code() == absl::StatusCode::kInvalidArgument, "ParseModelFileJson's code",
+          file.status().ToString());
+    return;
+  }
+  if (!file->layered()) return;
+  const absl::Status valid = jitpipe::ValidateLayeredModel(file->layers);
+  Check(valid.ok(), "a parsed layered model validates", valid.ToString());
+  Check(file->layers.ParamElements() >= 0, "parameters >= 0");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view text(reinterpret_cast<const char*>(data), size);
+  CheckModelFile(text);
   absl::StatusOr<jitpipe::Model> model = jitpipe::ParseModelJson(text);
   if (!model.ok()) {
     Check(model.status().code() == absl::StatusCode::kInvalidArgument, "ParseModelJson's code",

@@ -1,0 +1,437 @@
+#include "planning/auto_schedule.h"
+
+#include <algorithm>
+#include <deque>
+#include <optional>
+#include <functional>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "planning/partition.h"
+#include "planning/zero_bubble_heuristic.h"
+#include "scheduler/generators/generate.h"
+
+namespace jitpipe {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// One placement with the per-stage cost model cut for it.
+struct Context {
+  int v = 1;
+  Placement placement = Placement::kLoop;
+  Model model;
+  std::string layout;
+  std::vector<int> stage_to_rank;
+  StageTimes times;
+  std::vector<int64_t> caps;
+  double lower_bound = 0;
+  int lower_bound_rank = -1;
+};
+
+absl::string_view PlacementWords(const Context& c) {
+  if (c.v == 1) return "one stage per rank";
+  return c.placement == Placement::kV ? "two stages per rank in a V" : "two stages per rank in a loop";
+}
+
+std::string Fingerprint(const Schedule& s) {
+  std::string out = absl::StrCat(s.stages_per_rank, PlacementName(s.placement), ":");
+  for (const RankProgram& program : s.ranks) {
+    for (const Action& a : program) absl::StrAppend(&out, a.ToString(), " ");
+    out += "|";
+  }
+  return out;
+}
+
+std::string ListDescription(const ListScheduleParams& p) {
+  return absl::StrCat(p.split_backward ? "I and W split" : "full B", ", ",
+                      p.depth_first ? "depth first" : "breadth first", ", ",
+                      p.warmup_limit ? "1F1B's warm-up depth" : "warm-up as deep as memory allows",
+                      ", ",
+                      p.fill == FillWithW::kGreedy ? "W fills every idle slot"
+                                                   : "W only in slots it fits",
+                      p.feed_idle_first ? ", feeding the rank that idles first" : "",
+                      p.max_in_flight < std::numeric_limits<int>::max()
+                          ? absl::StrCat(", at most ", p.max_in_flight, " microbatches in flight")
+                          : "");
+}
+
+struct Candidate {
+  Schedule schedule;
+  Evaluation evaluation;
+  std::string description;
+  const Context* context = nullptr;
+};
+
+class Search {
+ public:
+  Search(const ModelFile& file, const AutoScheduleOptions& options, TrainingMemory training)
+      : file_(file), options_(options), training_(std::move(training)),
+        start_(absl::Now()) {}
+
+  absl::StatusOr<AutoScheduleResult> Run() {
+    RETURN_IF_ERROR(MakeContexts());
+    RETURN_IF_ERROR(BuiltIns());
+    RETURN_IF_ERROR(Heuristic());
+    for (const Context& c : contexts_) RETURN_IF_ERROR(ListGrid(c));
+    RETURN_IF_ERROR(EarlyReceives());
+    if (!best_.has_value()) {
+      return absl::NotFoundError(absl::StrCat(
+          "no schedule fits the memory limit: the lightest candidate needs ",
+          lightest_need_, " bytes on its heaviest rank, ", lightest_limit_, " allowed"));
+    }
+    return Result();
+  }
+
+ private:
+  // The budget ends the search once some schedule fits.
+  bool OutOfTime() {
+    if (!best_.has_value() || absl::Now() - start_ < options_.time_budget) return false;
+    exhausted_ = true;
+    return true;
+  }
+
+  absl::Status MakeContexts() {
+    const int p = options_.pp;
+    for (int v : options_.stages_per_rank) {
+      const std::vector<Placement> placements =
+          v == 1 ? std::vector<Placement>{Placement::kLoop}
+                 : std::vector<Placement>{Placement::kV, Placement::kLoop};
+      for (Placement placement : placements) {
+        Context c;
+        c.v = v;
+        c.placement = placement;
+        if (file_.layered()) {
+          ASSIGN_OR_RETURN(Partition cut, EvenPartition(file_.layers, p * v));
+          ASSIGN_OR_RETURN(c.model, StageModel(file_.layers, cut));
+          c.layout = cut.ToLayout(file_.layers);
+        } else {
+          c.model = file_.stages;
+          RETURN_IF_ERROR(CheckModelFits(c.model, p * v));
+        }
+        c.stage_to_rank = StageToRank(placement, p, v);
+        c.times = StageTimesOf(c.model, c.stage_to_rank);
+        c.caps = ActivationCaps(c.model, training_, c.stage_to_rank, p);
+        c.lower_bound = PipelineLowerBound(c.times, c.stage_to_rank, p, options_.microbatches,
+                                           &c.lower_bound_rank);
+        contexts_.push_back(std::move(c));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Judges `s` under `c` unless the same programs were judged before; keeps
+  // it when it fits and is the fastest so far. Returns its evaluation (or
+  // nullopt when skipped or out of time).
+  absl::StatusOr<std::optional<Evaluation>> Judge(Schedule s, const Context& c,
+                                                  RecvPlacement recv, std::string description,
+                                                  bool simulate_if_over) {
+    if (OutOfTime()) return std::nullopt;
+    if (!seen_.insert(absl::StrCat(RecvPlacementName(recv), Fingerprint(s))).second) {
+      return std::nullopt;
+    }
+    absl::StatusOr<Evaluation> e =
+        EvaluateSchedule(s, c.model, training_, recv, simulate_if_over);
+    if (!e.ok()) {
+      // A lowering that refuses the order (early receives can) rules it out.
+      if (e.status().code() == absl::StatusCode::kInvalidArgument) return std::nullopt;
+      return e.status();
+    }
+    ++judged_;
+    unconstrained_ = std::min(unconstrained_, e->makespan_us);
+    const RankMemory& heaviest = e->memory.Heaviest();
+    if (!e->fits && (lightest_need_ < 0 || heaviest.total() < lightest_need_)) {
+      lightest_need_ = heaviest.total();
+      lightest_limit_ = heaviest.limit;
+    }
+    if (e->fits) {
+      fitting_.push_back(Candidate{s, *e, description, &c});
+      if (!best_.has_value() || e->makespan_us < best_->evaluation.makespan_us) {
+        best_ = Candidate{std::move(s), *e, std::move(description), &c};
+      }
+    }
+    return e;
+  }
+
+  absl::Status BuiltIns() {
+    const Context* v1 = ContextFor(1, Placement::kLoop);
+    for (const GeneratorInfo& g : AllGenerators()) {
+      for (int v : options_.stages_per_rank) {
+        absl::StatusOr<Schedule> s = Generate(
+            {.schedule = g.name, .pp = options_.pp, .microbatches = options_.microbatches,
+             .stages_per_rank = v});
+        if (!s.ok()) continue;
+        Context own;
+        const Context* c = v1;
+        if (file_.layered()) {
+          ASSIGN_OR_RETURN(Partition cut, EvenPartition(file_.layers, s->stages_per_chain()));
+          ASSIGN_OR_RETURN(own.model, StageModel(file_.layers, cut, s->chains));
+          own.layout = cut.ToLayout(file_.layers);
+          own.v = v;
+          own.times = StageTimesOf(own.model, s->stage_to_rank);
+          c = &builtin_contexts_.emplace_back(std::move(own));
+        } else if (s->num_stages() != options_.pp || s->chains != 1) {
+          continue;  // per-stage costs give one stage per rank only
+        }
+        const std::string name = absl::StrCat("built-in ", g.name, " (v ", v, ")");
+        std::optional<Evaluation> e;
+        for (RecvPlacement recv : {RecvPlacement::kJit, RecvPlacement::kEarly}) {
+          if (recv == RecvPlacement::kEarly && !TransfersCost(*c)) break;
+          ASSIGN_OR_RETURN(std::optional<Evaluation> judged,
+                           Judge(*s, *c, recv, name, /*simulate_if_over=*/true));
+          if (judged.has_value() && judged->fits &&
+              (!e.has_value() || judged->makespan_us < e->makespan_us)) {
+            e = judged;
+          }
+        }
+        if (e.has_value() && e->fits &&
+            (best_builtin_.empty() || e->makespan_us < best_builtin_us_)) {
+          best_builtin_ = name;
+          best_builtin_us_ = e->makespan_us;
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Heuristic() {
+    const Context* v1 = ContextFor(1, Placement::kLoop);
+    if (v1 == nullptr || OutOfTime()) return absl::OkStatus();
+    absl::StatusOr<HeuristicResult> h =
+        ZeroBubbleHeuristic(v1->model, training_, options_.pp, options_.microbatches);
+    if (!h.ok()) {
+      if (h.status().code() == absl::StatusCode::kNotFound) return absl::OkStatus();
+      return h.status();
+    }
+    heuristic_us_ = h->evaluation.makespan_us;
+    h->schedule.name = "auto";
+    ASSIGN_OR_RETURN(std::optional<Evaluation> e,
+                     Judge(std::move(h->schedule), *v1, RecvPlacement::kJit,
+                           absl::StrCat("the zero-bubble heuristic (", h->flags, ")"), false));
+    (void)e;
+    return absl::OkStatus();
+  }
+
+  // The list scheduler's grid for one placement: I/W split or full B,
+  // depth- or breadth-first, W in every idle slot or only where it fits,
+  // and the warm-up depth: microbatches in flight per rank capped at v x
+  // {p/2, p, 3p/2, 2p} or only by memory (then also 1F1B's warm-up depth,
+  // and F before B).
+  absl::Status ListGrid(const Context& c) {
+    // Without a cap first: the reference for what memory costs (and a
+    // candidate when it happens to fit).
+    ASSIGN_OR_RETURN(std::optional<Evaluation> unused, BuildAndJudge(c, Base(c), false, 0));
+    (void)unused;
+    const int p = options_.pp;
+    const std::vector<int> depths = {std::numeric_limits<int>::max(), c.v * ((p + 1) / 2),
+                                     c.v * p, c.v * ((3 * p + 1) / 2), c.v * 2 * p};
+    for (int depth : depths) {
+      for (bool split : {true, false}) {
+        for (bool depth_first : {true, false}) {
+          for (FillWithW fill : {FillWithW::kGreedy, FillWithW::kWhenItFits}) {
+            if (!split && fill != FillWithW::kGreedy) continue;  // no W to place
+            ListScheduleParams params = Base(c);
+            params.split_backward = split;
+            params.depth_first = depth_first;
+            params.fill = fill;
+            params.max_in_flight = depth;
+            params.cap_bytes = c.caps;
+            ASSIGN_OR_RETURN(std::optional<Evaluation> e, BuildAndJudge(c, params, true, 3));
+            (void)e;
+            params.feed_idle_first = true;
+            ASSIGN_OR_RETURN(e, BuildAndJudge(c, params, true, 3));
+            if (c.v > 1) {  // the same without room kept for the later stage
+              params.reserve_for_later_stages = false;
+              ASSIGN_OR_RETURN(e, BuildAndJudge(c, params, true, 3));
+              params.reserve_for_later_stages = true;
+            }
+            params.feed_idle_first = false;
+            if (depth != std::numeric_limits<int>::max()) continue;
+            params.warmup_limit = true;
+            ASSIGN_OR_RETURN(e, BuildAndJudge(c, params, true, 3));
+            params.warmup_limit = false;
+            params.prefer_backward = false;
+            ASSIGN_OR_RETURN(e, BuildAndJudge(c, params, true, 3));
+          }
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  ListScheduleParams Base(const Context& c) const {
+    ListScheduleParams p;
+    p.pp = options_.pp;
+    p.microbatches = options_.microbatches;
+    p.stages_per_rank = c.v;
+    p.placement = c.placement;
+    return p;
+  }
+
+  // Judges with receives just in time and, when transfers take time (where
+  // to post a receive then decides whether its latency is hidden), early.
+  // Returns the just-in-time evaluation.
+  absl::StatusOr<std::optional<Evaluation>> JudgeBothReceives(Schedule s, const Context& c,
+                                                              const std::string& description,
+                                                              bool simulate_if_over) {
+    if (TransfersCost(c)) {
+      ASSIGN_OR_RETURN(std::optional<Evaluation> early,
+                       Judge(s, c, RecvPlacement::kEarly, description, simulate_if_over));
+      (void)early;
+    }
+    return Judge(std::move(s), c, RecvPlacement::kJit, description, simulate_if_over);
+  }
+
+  static bool TransfersCost(const Context& c) {
+    for (size_t s = 0; s < c.times.send_forward_us.size(); ++s) {
+      if (c.times.send_forward_us[s] > 0 || c.times.send_backward_us[s] > 0) return true;
+    }
+    return false;
+  }
+
+  // Builds under p's caps, lowering a missing rank's cap by one of its
+  // stages' activations up to `retries` times.
+  absl::StatusOr<std::optional<Evaluation>> BuildAndJudge(const Context& c, ListScheduleParams p,
+                                                          bool capped, int retries) {
+    std::optional<Evaluation> last;
+    for (int attempt = 0; attempt <= retries; ++attempt) {
+      absl::StatusOr<Schedule> s = BuildListSchedule(p, c.times);
+      if (!s.ok()) return last;  // the cap leaves no way forward
+      const std::string description =
+          absl::StrCat("list schedule, ", PlacementWords(c), ", ", ListDescription(p),
+                       capped ? "" : ", no memory cap");
+      ASSIGN_OR_RETURN(last, JudgeBothReceives(*std::move(s), c, description, !capped));
+      if (!last.has_value() || last->fits || !capped) return last;
+      for (int r = 0; r < options_.pp; ++r) {
+        if (last->memory.ranks[r].fits()) continue;
+        int64_t largest = 0;
+        for (size_t s2 = 0; s2 < c.stage_to_rank.size(); ++s2) {
+          if (c.stage_to_rank[s2] == r) largest = std::max(largest, c.times.activation_bytes[s2]);
+        }
+        p.cap_bytes[r] -= std::max<int64_t>(largest, 1);
+      }
+    }
+    return last;
+  }
+
+  // The three fastest that fit, lowered with receives posted early.
+  absl::Status EarlyReceives() {
+    std::stable_sort(fitting_.begin(), fitting_.end(), [](const Candidate& a, const Candidate& b) {
+      return a.evaluation.makespan_us < b.evaluation.makespan_us;
+    });
+    std::vector<Candidate> top(fitting_.begin(),
+                               fitting_.begin() + std::min<size_t>(3, fitting_.size()));
+    for (Candidate& c : top) {
+      ASSIGN_OR_RETURN(std::optional<Evaluation> e,
+                       Judge(c.schedule, *c.context, RecvPlacement::kEarly, c.description,
+                             false));
+      (void)e;
+    }
+    return absl::OkStatus();
+  }
+
+  const Context* ContextFor(int v, Placement placement) const {
+    for (const Context& c : contexts_) {
+      if (c.v == v && c.placement == placement) return &c;
+    }
+    return nullptr;
+  }
+
+  AutoScheduleResult Result() {
+    AutoScheduleResult out;
+    out.schedule = std::move(best_->schedule);
+    out.schedule.name = "auto";
+    out.evaluation = std::move(best_->evaluation);
+    out.description = std::move(best_->description);
+    const Context& c = *best_->context;
+    out.layout = c.layout;
+    // A built-in's context has no bound of its own: its placement's is the
+    // same (the same cut). Two chains (DualPipe) fit no one-chain bound:
+    // the busiest rank's busy time is one.
+    const Context* placement = ContextFor(c.v, out.schedule.placement);
+    if (placement != nullptr && out.schedule.chains == 1) {
+      out.lower_bound_us = placement->lower_bound;
+      out.lower_bound_rank = placement->lower_bound_rank;
+    } else {
+      for (const RankSimulation& r : out.evaluation.simulation.ranks) {
+        if (r.busy_us > out.lower_bound_us) {
+          out.lower_bound_us = r.busy_us;
+          out.lower_bound_rank = r.rank;
+        }
+      }
+    }
+    out.best_lower_bound_us = kInf;
+    for (const Context& ctx : contexts_) {
+      out.best_lower_bound_us = std::min(out.best_lower_bound_us, ctx.lower_bound);
+    }
+    out.best_builtin = best_builtin_;
+    out.best_builtin_us = best_builtin_us_;
+    out.heuristic_us = heuristic_us_;
+    out.unconstrained_us = unconstrained_;
+    out.judged = judged_;
+    out.budget_exhausted = exhausted_;
+    out.elapsed = absl::Now() - start_;
+    return out;
+  }
+
+  const ModelFile& file_;
+  const AutoScheduleOptions& options_;
+  const TrainingMemory training_;
+  const absl::Time start_;
+  std::vector<Context> contexts_;
+  std::deque<Context> builtin_contexts_;  // stable addresses
+  absl::flat_hash_set<std::string> seen_;
+  std::vector<Candidate> fitting_;
+  std::optional<Candidate> best_;
+  std::string best_builtin_;
+  double best_builtin_us_ = 0;
+  std::optional<double> heuristic_us_;
+  double unconstrained_ = kInf;
+  int64_t lightest_need_ = -1;
+  int64_t lightest_limit_ = 0;
+  int judged_ = 0;
+  bool exhausted_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<AutoScheduleResult> AutoSchedule(const ModelFile& model,
+                                                const AutoScheduleOptions& options) {
+  if (options.pp < 1 || options.microbatches < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("pp and microbatches must be >= 1, got ",
+                                                   options.pp, " and ", options.microbatches));
+  }
+  std::vector<int> vs = options.stages_per_rank;
+  for (int v : vs) {
+    if (v != 1 && v != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the auto scheduler places 1 or 2 stages per rank, not ", v));
+    }
+  }
+  TrainingMemory training;
+  if (model.layered()) training = TrainingMemoryOf(model.layers);
+  if (options.memory_limit.has_value()) {
+    if (*options.memory_limit <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the memory limit must be > 0 bytes, got ", *options.memory_limit));
+    }
+    training.device = DeviceSpec{.memory_bytes = *options.memory_limit};
+  }
+  bool limited = false;
+  for (int r = 0; r < options.pp; ++r) limited = limited || training.device.LimitFor(r) > 0;
+  if (!limited) {
+    return absl::InvalidArgumentError(
+        "the auto scheduler needs a memory limit: give one, or a model with device memory");
+  }
+  AutoScheduleOptions effective = options;
+  if (!model.layered()) effective.stages_per_rank = {1};  // per-stage costs: p stages
+  Search search(model, effective, std::move(training));
+  return search.Run();
+}
+
+}  // namespace jitpipe

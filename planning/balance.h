@@ -1,0 +1,48 @@
+// The balanced partition: the cut of a layered model into a schedule's
+// stages with the smallest simulated step (stages/predict.h), the embedding
+// on the first stage and the loss on the last.
+//
+// Search, deterministic for the same inputs:
+//   1. two starting cuts: the even one (partition.h), and the one that
+//      minimises the largest stage compute (F + I + W summed over its layers;
+//      dynamic programming over contiguous cuts, as pipeline partitioners
+//      do), each simulated;
+//   2. from the better, steepest descent: every move of one boundary by one
+//      layer is simulated, the best strictly better one is taken, until none
+//      is better or max_evaluations simulations have run.
+// The result is never slower than the even cut under the simulator.
+//
+// Pure; thread-compatible. Cost: max_evaluations simulations at most.
+#ifndef JITPIPE_PLANNING_BALANCE_H_
+#define JITPIPE_PLANNING_BALANCE_H_
+
+#include "absl/status/statusor.h"
+#include "planning/partition.h"
+#include "scheduler/ir/layered_model.h"
+#include "scheduler/ir/schedule.h"
+#include "stages/predict/predict.h"
+
+namespace jitpipe {
+
+struct BalanceOptions {
+  int max_evaluations = 200;
+  PredictOptions predict = {};  // how each candidate is simulated (e.g. the overlap pass)
+};
+
+struct BalancedPartition {
+  Partition partition = {};
+  double makespan_us = 0;
+  double even_makespan_us = 0;  // the even cut's, for comparison
+  int evaluations = 0;          // simulations run
+};
+
+// Balances `model` over `schedule`'s stages (its chains each cut the same
+// way). Errors: InvalidArgument for max_evaluations < 1; those of
+// StageModel and Predict for the schedule.
+absl::StatusOr<BalancedPartition> BalancePartition(const LayeredModel& model,
+                                                   const Schedule& schedule,
+                                                   const BalanceOptions& options = {});
+
+}  // namespace jitpipe
+
+#endif  // JITPIPE_PLANNING_BALANCE_H_

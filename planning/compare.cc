@@ -1,0 +1,87 @@
+#include "planning/compare.h"
+
+#include <algorithm>
+#include <optional>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/parallel_for.h"
+#include "base/status_macros.h"
+#include "scheduler/generators/generate.h"
+#include "scheduler/ir/model_file.h"
+#include "stages/predict/predict.h"
+
+namespace jitpipe {
+namespace {
+
+struct Candidate {
+  const GeneratorInfo* generator = nullptr;
+  int v = 0;
+};
+
+absl::StatusOr<CompareRow> Evaluate(const ModelFile& file, const Candidate& c,
+                                    const CompareOptions& options) {
+  ASSIGN_OR_RETURN(Schedule s, Generate({.schedule = c.generator->name,
+                                         .pp = options.pp,
+                                         .microbatches = options.microbatches,
+                                         .stages_per_rank = c.v}));
+  PartitionChoice choice = options.partition;
+  choice.predict.overlap = options.overlap;
+  ASSIGN_OR_RETURN(StagedModel staged, ModelForSchedule(file, s, choice));
+  ASSIGN_OR_RETURN(Prediction p, Predict(s, staged.model, {.overlap = options.overlap}));
+  CompareRow row{.schedule = c.generator->name,
+                 .stages_per_rank = s.stages_per_rank,
+                 .layout = staged.partition->ToLayout(file.layers),
+                 .simulation = std::move(p.simulation)};
+  double busy = 0;
+  for (const RankSimulation& r : row.simulation.ranks) busy += r.busy_us;
+  row.work_us = busy / s.pp;
+  ASSIGN_OR_RETURN(row.memory, PlanRankMemories(p.lowered, staged.model, staged.training));
+  return row;
+}
+
+bool RowOrder(const CompareRow& a, const CompareRow& b) {
+  return std::make_tuple(!a.fits(), a.simulation.makespan_us, a.schedule, a.stages_per_rank) <
+         std::make_tuple(!b.fits(), b.simulation.makespan_us, b.schedule, b.stages_per_rank);
+}
+
+}  // namespace
+
+absl::StatusOr<Comparison> CompareSchedules(const LayeredModel& model,
+                                            const CompareOptions& options) {
+  if (options.pp < 1 || options.microbatches < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("pp and microbatches must be >= 1, got ",
+                                                   options.pp, " and ", options.microbatches));
+  }
+  for (int v : options.stages_per_rank) {
+    if (v < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("stages per rank must be >= 1, got ", v));
+    }
+  }
+  const ModelFile file{.version = kLayeredModelVersion, .stages = {}, .layers = model};
+  std::vector<Candidate> candidates;
+  for (const GeneratorInfo& g : AllGenerators()) {
+    for (int v : options.stages_per_rank) candidates.push_back({&g, v});
+  }
+  std::vector<absl::StatusOr<CompareRow>> results(candidates.size(),
+                                                  absl::UnknownError("not evaluated"));
+  const int threads = options.threads > 0 ? options.threads : DefaultThreads();
+  ParallelFor(static_cast<int>(candidates.size()), threads, [&](int i) {
+    results[i] = Evaluate(file, candidates[i], options);
+  });
+  Comparison out;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (results[i].ok()) {
+      out.rows.push_back(*std::move(results[i]));
+    } else {
+      out.skipped.push_back({candidates[i].generator->name, candidates[i].v,
+                             std::string(results[i].status().message())});
+    }
+  }
+  std::stable_sort(out.rows.begin(), out.rows.end(), RowOrder);
+  if (!out.rows.empty() && out.rows.front().fits()) out.best = 0;
+  return out;
+}
+
+}  // namespace jitpipe

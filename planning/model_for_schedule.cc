@@ -1,0 +1,54 @@
+#include "planning/model_for_schedule.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "planning/balance.h"
+
+namespace jitpipe {
+
+absl::string_view PartitionMethodName(PartitionMethod method) {
+  return method == PartitionMethod::kEven ? "even" : "balanced";
+}
+
+absl::StatusOr<PartitionMethod> ParsePartitionMethod(absl::string_view name) {
+  if (name == "even") return PartitionMethod::kEven;
+  if (name == "balanced") return PartitionMethod::kBalanced;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown partition \"", name, "\"; expected even or balanced"));
+}
+
+absl::StatusOr<StagedModel> ModelForSchedule(const ModelFile& file, const Schedule& schedule,
+                                             const PartitionChoice& choice) {
+  StagedModel out;
+  if (!file.layered()) {
+    if (!choice.layout.empty() || choice.method != PartitionMethod::kEven) {
+      return absl::InvalidArgumentError(
+          "--layout and --partition balanced need a version 2 model (layers); this one gives "
+          "per-stage costs");
+    }
+    out.model = file.stages;
+    return out;
+  }
+  const LayeredModel& layered = file.layers;
+  out.layered = true;
+  out.training = TrainingMemoryOf(layered);
+  const int stages = schedule.stages_per_chain();
+  if (!choice.layout.empty()) {
+    ASSIGN_OR_RETURN(out.partition, ParseLayout(choice.layout, layered, stages));
+    out.how = "layout";
+  } else if (choice.method == PartitionMethod::kBalanced) {
+    ASSIGN_OR_RETURN(BalancedPartition balanced,
+                     BalancePartition(layered, schedule, {.predict = choice.predict}));
+    out.partition = std::move(balanced.partition);
+    out.how = "balanced";
+  } else {
+    ASSIGN_OR_RETURN(out.partition, EvenPartition(layered, stages));
+    out.how = "even";
+  }
+  ASSIGN_OR_RETURN(out.model, StageModel(layered, *out.partition, schedule.chains));
+  return out;
+}
+
+}  // namespace jitpipe

@@ -1,0 +1,51 @@
+// The per-stage cost model a command runs a schedule under, from a model
+// file of either version: a version 1 file as it is; a version 2 file cut
+// into the schedule's stages by a layout string, the balanced partition or
+// (the default) the even one (partition.h, balance.h).
+#ifndef JITPIPE_PLANNING_MODEL_FOR_SCHEDULE_H_
+#define JITPIPE_PLANNING_MODEL_FOR_SCHEDULE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "planning/partition.h"
+#include "planning/rank_memory.h"
+#include "scheduler/ir/model_file.h"
+#include "scheduler/ir/schedule.h"
+#include "stages/predict/predict.h"
+
+namespace jitpipe {
+
+enum class PartitionMethod : uint8_t { kEven, kBalanced };
+
+// "even", "balanced"; ParsePartitionMethod errors: InvalidArgument
+// `unknown partition "x"; expected even or balanced`.
+absl::string_view PartitionMethodName(PartitionMethod method);
+absl::StatusOr<PartitionMethod> ParsePartitionMethod(absl::string_view name);
+
+struct PartitionChoice {
+  PartitionMethod method = PartitionMethod::kEven;
+  std::string layout = {};  // non-empty: this Megatron-style layout, whatever `method`
+  PredictOptions predict = {};  // how the balanced search simulates
+};
+
+struct StagedModel {
+  Model model = {};
+  std::optional<Partition> partition = {};  // version 2 only: the cut used
+  std::string how = {};               // "even", "balanced", "layout" or "" (version 1)
+  bool layered = false;               // from a version 2 file
+  TrainingMemory training = {};       // version 2: its optimizer and device
+};
+
+// Errors: InvalidArgument when a layout or the balanced method is asked of
+// a version 1 file ("--layout and --partition balanced need a version 2
+// model"), and those of ParseLayout, BalancePartition and StageModel.
+absl::StatusOr<StagedModel> ModelForSchedule(const ModelFile& file, const Schedule& schedule,
+                                             const PartitionChoice& choice = {});
+
+}  // namespace jitpipe
+
+#endif  // JITPIPE_PLANNING_MODEL_FOR_SCHEDULE_H_

@@ -1,0 +1,97 @@
+// Memory per pipeline rank, all of it: what a training step holds on each
+// rank's device, against its limit.
+//
+//   parameters   its stages' param_bytes (dp.param_dtype)
+//   gradients    as many elements in dp.grad_dtype, held the whole step (a
+//                contiguous gradient buffer, as Megatron keeps; the planner's
+//                param_grad buffers are these)
+//   optimizer    OptimizerSpec::StateBytes of its parameters: states in
+//                their dtype, fp32 master weights, split over dp when sharded
+//   activations  the memory planner's peak (memory/memory_plan.h) of every
+//                other buffer: received inputs, stashes, outputs until sent,
+//                output and input gradients, reduction buffers; at the
+//                program index where they peak
+//   total        the sum; the limit is the device's for that rank
+//
+// The heaviest rank is reported, never an average: with uneven stages
+// (embedding and loss heads, V placements, DualPipe's two copies) averaging
+// misses the rank that runs out of memory (Megatron-Bridge #5077: -31.8%).
+// FSDP's sharded parameters are not modelled (a schedule with UNSHARD keeps
+// its parameters counted whole).
+//
+// Pure functions; thread-compatible.
+#ifndef JITPIPE_PLANNING_RANK_MEMORY_H_
+#define JITPIPE_PLANNING_RANK_MEMORY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "memory/buffer_lifetimes.h"
+#include "scheduler/ir/layered_model.h"
+#include "scheduler/ir/model.h"
+#include "scheduler/ir/schedule.h"
+
+namespace jitpipe {
+
+// What the per-stage cost model does not carry.
+struct TrainingMemory {
+  OptimizerSpec optimizer = {.kind = OptimizerKind::kNone};
+  DeviceSpec device = {};
+};
+
+// The optimizer and device of a layered model.
+TrainingMemory TrainingMemoryOf(const LayeredModel& model);
+
+struct RankMemory {
+  int rank = 0;
+  int64_t parameters = 0;
+  int64_t gradients = 0;
+  int64_t optimizer = 0;
+  int64_t activations = 0;
+  int activations_peak_index = -1;  // -1 when no activation buffer holds bytes
+  int64_t limit = 0;                // 0: none
+
+  int64_t total() const { return parameters + gradients + optimizer + activations; }
+  bool has_limit() const { return limit > 0; }
+  bool fits() const { return !has_limit() || total() <= limit; }
+  // limit - total: how much is left (> 0) or missing (< 0). REQUIRES: has_limit().
+  int64_t margin() const { return limit - total(); }
+};
+
+struct MemoryReport {
+  std::vector<RankMemory> ranks;
+  int heaviest = 0;  // the rank with the largest total (the first on a tie)
+
+  const RankMemory& Heaviest() const { return ranks[heaviest]; }
+  // Every rank within its limit.
+  bool fits() const;
+  // The rank closest to (or furthest over) its limit: the smallest margin;
+  // the heaviest when no rank has a limit.
+  const RankMemory& Tightest() const;
+};
+
+// Memory of every rank of a lowered schedule under `model`'s per-stage
+// costs, its activations planned under `policy`.
+// Errors: those of ComputeBufferLifetimes (FailedPrecondition for a
+// compute-only schedule, InvalidArgument for a malformed program).
+absl::StatusOr<MemoryReport> PlanRankMemories(const Schedule& lowered, const Model& model,
+                                              const TrainingMemory& training,
+                                              MemoryPolicy policy = MemoryPolicy::kJit);
+
+// The same from buffers planned already (`buffers[r]` from
+// ComputeBufferLifetimes for rank r of `lowered`, any policy).
+// REQUIRES: buffers.size() == lowered.pp.
+MemoryReport RankMemoriesFromBuffers(const Schedule& lowered, const Model& model,
+                                     const TrainingMemory& training,
+                                     const std::vector<RankBuffers>& buffers);
+
+// The activations part alone for one rank: the planner's peak of every
+// buffer but parameter gradients. Errors: those of ComputeBufferLifetimes.
+absl::StatusOr<int64_t> ActivationPeak(const Schedule& lowered, const Model& model, int rank,
+                                       MemoryPolicy policy = MemoryPolicy::kJit);
+
+}  // namespace jitpipe
+
+#endif  // JITPIPE_PLANNING_RANK_MEMORY_H_

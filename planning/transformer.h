@@ -1,0 +1,119 @@
+// A layered model (scheduler/ir/layered_model.h) from a decoder-only
+// transformer's shape: per layer and microbatch, its FLOPs (hence times at a
+// given throughput), its activation memory, its parameters, and the same for
+// the embedding and the loss head. What `jitpipe model` writes.
+//
+// Symbols (as in the papers): L layers, h hidden size, a attention heads,
+// g key/value heads (GQA; g = a is plain multi-head attention), d = h/a the
+// head size, f the MLP's hidden size, V the vocabulary, s the sequence
+// length, b the microbatch size, t the tensor-parallel size, e the bytes of
+// an activation or parameter element (2 for bf16).
+//
+// Sources, each cited again where its formula is coded (transformer.cc):
+//   [K] Korthikanti et al., "Reducing Activation Recomputation in Large
+//       Transformer Models", MLSys 2023 (arXiv 2205.05198): §4.1 activations
+//       per layer, sbh(34 + 5as/h) bytes; §4.2 with tensor parallelism,
+//       sbh(10 + 24/t + 5as/(ht)); with sequence parallelism sbh/t(34 +
+//       5as/h); §5 selective recomputation drops the 5as²b attention terms,
+//       full recomputation keeps 2sbh per layer; §4.3 the embedding's dropout
+//       mask sbh (per microbatch) and the output layer's 4sbh/t(1 + V/h).
+//   [M] Megatron-LM megatron/training/theoretical_memory_usage.py: the layer
+//       term generalised to f != 4h as sbh(18 + 4f/h); parameters per layer
+//       2h²(1 + g/a) + 2hf (x 3/2 with SwiGLU) + 2h x (2 for LayerNorm, 1 for
+//       RMSNorm); embedding Vh, untied output layer Vh; 8sb bytes of token
+//       ids per microbatch; 18 bytes per parameter for bf16 training with
+//       Adam (6 + 12/dp with the distributed optimizer).
+//   [N] Narayanan et al., "Efficient Large-Scale Language Model Training on
+//       GPU Clusters Using Megatron-LM", SC 2021, §5.1: a layer's forward is
+//       24bsh² + 4bs²h FLOPs (GEMMs, 2 FLOPs per multiply-add, full attention
+//       scores), the backward twice the forward, full recomputation one more
+//       forward; the logit layer 2bshV forward.
+// Generalisations beyond the papers, each reducing to them at g = a, f = 4h:
+// K and V projections and their stored activations scale with g/a; the MLP's
+// GEMMs with f (and 3 matrices with SwiGLU); the backward splits into input
+// gradients (I: every GEMM's dX, the attention core's two products twice)
+// and weight gradients (W: every weight GEMM's dW), which add up to [N]'s
+// twice the forward. Matrices are sharded over t, norms are not; with
+// sequence parallelism every stored activation is.
+//
+// Pure functions; thread-compatible.
+#ifndef JITPIPE_PLANNING_TRANSFORMER_H_
+#define JITPIPE_PLANNING_TRANSFORMER_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "scheduler/ir/layered_model.h"
+
+namespace jitpipe {
+
+enum class Recompute : uint8_t {
+  kNone,       // every activation stored
+  kSelective,  // the attention core recomputed ([K] §5; what flash attention also saves)
+  kFull,       // only each layer's input stored, the layer rerun before its backward
+};
+
+// "none", "selective", "full"; ParseRecompute errors: InvalidArgument
+// `unknown recomputation "x"; expected none, selective or full`.
+absl::string_view RecomputeName(Recompute recompute);
+absl::StatusOr<Recompute> ParseRecompute(absl::string_view name);
+
+struct TransformerShape {
+  int layers = 0;              // L
+  int64_t hidden = 0;          // h
+  int heads = 0;               // a
+  int kv_heads = 0;            // g; 0: = heads
+  int64_t ffn = 0;             // f; 0: 4h
+  int64_t vocab = 0;           // V (the padded vocabulary: a multiple of t)
+  int64_t seq = 0;             // s
+  int64_t microbatch_size = 1; // b
+  int tp = 1;                  // t
+  bool sequence_parallel = false;
+  bool swiglu = false;   // gated MLP, three h x f matrices ([M]'s --swiglu)
+  bool rmsnorm = false;  // one vector per norm instead of LayerNorm's two
+  Recompute recompute = Recompute::kNone;
+  Dtype dtype = Dtype::kBf16;  // activations and parameters: fp32, bf16 or fp16
+  double tflops = 0;           // achieved per-GPU throughput, 10^12 FLOP/s
+
+  int64_t KvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
+  int64_t Ffn() const { return ffn > 0 ? ffn : 4 * hidden; }
+};
+
+// Errors: InvalidArgument naming the flag-level field, e.g.
+//   hidden 1000 is not a multiple of heads 64
+// Every size >= 1; h a multiple of a, a of g; with t > 1: a, g, f and V
+// multiples of t, and s too with sequence parallelism; dtype fp32, bf16 or
+// fp16; tflops finite and > 0; per-microbatch bytes of one layer within
+// kMaxModelBytes.
+absl::Status ValidateTransformerShape(const TransformerShape& shape);
+
+// One layer's costs on one tensor-parallel rank, per microbatch.
+struct LayerFormula {
+  int64_t param_elements = 0;  // on one tensor-parallel rank
+  double forward_flops = 0;    // of the whole layer (all t ranks together)
+  double backward_input_flops = 0;
+  double backward_weight_flops = 0;
+  int64_t stash_bytes = 0;   // on one rank
+  int64_t output_bytes = 0;  // on one rank
+};
+
+// The formulas, for tests against hand computations. REQUIRES:
+// ValidateTransformerShape(shape) is ok.
+LayerFormula BodyLayerFormula(const TransformerShape& shape);
+LayerFormula EmbeddingFormula(const TransformerShape& shape);
+LayerFormula LossFormula(const TransformerShape& shape);
+// Bytes of a microbatch's token ids: 8sb ([M]).
+int64_t InputBytes(const TransformerShape& shape);
+
+// The layered model: embedding, L layers, loss, with times at shape.tflops
+// per GPU (a layer's FLOPs over t GPUs), bytes per tensor-parallel rank and
+// dp.param_dtype = shape.dtype. p2p, the rest of dp, the optimizer and the
+// device are left at their defaults for the caller to fill.
+// Errors: those of ValidateTransformerShape.
+absl::StatusOr<LayeredModel> BuildTransformerModel(const TransformerShape& shape);
+
+}  // namespace jitpipe
+
+#endif  // JITPIPE_PLANNING_TRANSFORMER_H_

@@ -1,0 +1,148 @@
+// The model file, version 2 ("jitpipe.model", version 2): the model described
+// once, as an ordered list of layers with embedding and loss heads, instead
+// of per-stage costs. A partition (planning/partition.h) cuts it into any
+// schedule's stages, so every schedule runs the same layers.
+//
+//   {"format": "jitpipe.model", "version": 2,
+//    "input_bytes": 65536,
+//    "embedding": {"forward_us": 0, "output_bytes": 33554432, "stash_bytes": 16777216,
+//                  "param_bytes": 262668288},
+//    "layers": [{"name": "decoder", "repeat": 80, "forward_us": 2300,
+//                "backward_input_us": 2400, "backward_weight_us": 2200,
+//                "output_bytes": 33554432, "stash_bytes": 536870912,
+//                "param_bytes": 213909504},
+//               {"repeat": 2, "block": [{"name": "attention", ...}, {"name": "moe", ...}]}],
+//    "loss": {"forward_us": 900, "backward_input_us": 900, "backward_weight_us": 900,
+//             "output_bytes": 4, "stash_bytes": 4236247040, "param_bytes": 262684672},
+//    "device": {"memory_bytes": 85899345920, "rank_memory_bytes": [...]},
+//    "optimizer": {"kind": "adam", "state_dtype": "fp32", "master_weights": true,
+//                  "shard_over_dp": false},
+//    "p2p": {"latency_us": 10, "gb_per_s": 50},
+//    "dp": {... as in version 1 (model.h) ...}}
+//
+// Per-layer keys (in "embedding", "loss" and each "layers" entry or "block"
+// member): forward_us, backward_input_us (I), backward_weight_us (W);
+// output_bytes, the activation the layer hands to the next one (its gradient
+// comes back the same size); stash_bytes, what its forward keeps for its
+// backward, per microbatch; param_bytes, its parameters in dp.param_dtype.
+// Absent keys are 0. "name" labels a layer (default "layer"; "embedding",
+// "loss" for the heads). A "layers" entry is one layer, or a "block" (an
+// array of layers); "repeat" (default 1) repeats it in place.
+//
+// "input_bytes": a microbatch's data, read by the first stage (default 0).
+// "embedding" and "loss" are optional; "layers" must hold at least one layer.
+// "device.memory_bytes": each pipeline rank's device memory (0 or absent: no
+// limit); "device.rank_memory_bytes": one limit per pipeline rank, which
+// replaces memory_bytes. "optimizer": kind adam (two states per parameter),
+// sgd (one, momentum) or none; state_dtype (default fp32); master_weights, an
+// fp32 copy of the parameters (default: when dp.param_dtype is not fp32);
+// shard_over_dp, states and master weights split over the dp replicas
+// (ZeRO-1, Megatron's distributed optimizer; default false).
+//
+// LayeredModel is a copyable value type; every function here is
+// thread-compatible.
+#ifndef JITPIPE_SCHEDULER_IR_LAYERED_MODEL_H_
+#define JITPIPE_SCHEDULER_IR_LAYERED_MODEL_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "scheduler/ir/model.h"
+
+namespace jitpipe {
+
+enum class LayerKind : uint8_t { kEmbedding, kLayer, kLoss };
+
+// "embedding", "layer", "loss".
+absl::string_view LayerKindName(LayerKind kind);
+
+struct LayerCost {
+  LayerKind kind = LayerKind::kLayer;
+  std::string name = {};  // "" prints as the kind's name
+  double forward_us = 0;
+  double backward_input_us = 0;
+  double backward_weight_us = 0;
+  int64_t output_bytes = 0;
+  int64_t stash_bytes = 0;
+  int64_t param_bytes = 0;
+
+  friend bool operator==(const LayerCost&, const LayerCost&) = default;
+};
+
+enum class OptimizerKind : uint8_t { kAdam, kSgd, kNone };
+
+// "adam", "sgd", "none".
+absl::string_view OptimizerKindName(OptimizerKind kind);
+
+struct OptimizerSpec {
+  OptimizerKind kind = OptimizerKind::kAdam;
+  Dtype state_dtype = Dtype::kFp32;
+  std::optional<bool> master_weights = {};  // unset: when the parameters are not fp32
+  bool shard_over_dp = false;
+
+  // 2 for Adam (first and second moment), 1 for SGD (momentum), 0 for none.
+  int StatesPerParameter() const;
+  bool HasMasterWeights(Dtype param_dtype) const {
+    return kind != OptimizerKind::kNone && master_weights.value_or(param_dtype != Dtype::kFp32);
+  }
+  // Bytes of optimizer state for `elements` parameters on one rank: states
+  // in state_dtype plus fp32 master weights, divided over `dp_size` replicas
+  // (rounded up) when shard_over_dp.
+  int64_t StateBytes(int64_t elements, Dtype param_dtype, int dp_size) const;
+};
+
+struct DeviceSpec {
+  int64_t memory_bytes = 0;                // 0: no limit
+  std::vector<int64_t> rank_memory_bytes = {};  // per pipeline rank; replaces memory_bytes
+
+  // The limit of pipeline rank `rank` (0: none). REQUIRES: rank >= 0.
+  int64_t LimitFor(int rank) const;
+};
+
+// At most this many layers after repeats are expanded.
+inline constexpr int kMaxLayers = 1 << 16;
+// A device limit is at most this (1 PiB).
+inline constexpr int64_t kMaxDeviceBytes = int64_t{1} << 50;
+
+struct LayeredModel {
+  int64_t input_bytes = 0;
+  // The embedding (if any), the layers, the loss (if any), in model order,
+  // repeats expanded.
+  std::vector<LayerCost> layers = {};
+  Link p2p = {};
+  DataParallelSpec dp = {};
+  OptimizerSpec optimizer = {};
+  DeviceSpec device = {};
+
+  bool HasEmbedding() const;
+  bool HasLoss() const;
+  // Layers of kind kLayer (the "t" of a layout string).
+  int NumBodyLayers() const;
+  // Parameters of the whole model, in elements of dp.param_dtype.
+  int64_t ParamElements() const;
+};
+
+// Checks every field's range, naming it: times finite and >= 0, byte sizes
+// in [0, kMaxModelBytes], param_bytes whole param_dtype elements, at least
+// one body layer and at most kMaxLayers in all, the embedding first and the
+// loss last (at most one each), device limits in [0, kMaxDeviceBytes], dp and
+// p2p as in version 1. Errors: InvalidArgument, e.g.
+//   "layers[0].stash_bytes" must be a whole number >= 0, found -1
+absl::Status ValidateLayeredModel(const LayeredModel& model);
+
+// Parses a version 2 document and validates it. Errors: InvalidArgument
+// naming the field ("layers[1].block[0].forward_us", "device.memory_bytes").
+absl::StatusOr<LayeredModel> ParseLayeredModelJson(absl::string_view text);
+
+// The model as a version 2 document; runs of equal consecutive body layers
+// are written as one entry with "repeat". ParseLayeredModelJson inverts it.
+std::string LayeredModelToJson(const LayeredModel& model);
+
+}  // namespace jitpipe
+
+#endif  // JITPIPE_SCHEDULER_IR_LAYERED_MODEL_H_

@@ -1,0 +1,35 @@
+#include "scheduler/ir/model_file.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/atomic_file.h"
+#include "base/json_document.h"
+#include "base/status_macros.h"
+
+namespace jitpipe {
+
+absl::StatusOr<ModelFile> ParseModelFileJson(absl::string_view text) {
+  ASSIGN_OR_RETURN(nlohmann::json doc, ParseJsonDocument(text));
+  RETURN_IF_ERROR(CheckFormatAndVersion(doc, kModelFormat, kLayeredModelVersion));
+  ModelFile out;
+  if (doc["version"] == kLayeredModelVersion) {
+    out.version = kLayeredModelVersion;
+    ASSIGN_OR_RETURN(out.layers, ParseLayeredModelJson(text));
+  } else {
+    ASSIGN_OR_RETURN(out.stages, ParseModelJson(text));
+  }
+  return out;
+}
+
+absl::StatusOr<ModelFile> LoadModelFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  absl::StatusOr<ModelFile> model = ParseModelFileJson(text);
+  if (!model.ok()) {
+    return absl::Status(model.status().code(),
+                        absl::StrCat(path, ": ", model.status().message()));
+  }
+  return model;
+}
+
+}  // namespace jitpipe

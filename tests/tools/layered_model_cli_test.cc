@@ -1,0 +1,178 @@
+// Version 2 (layered) models on the commands that take --model: even cuts,
+// --layout, --partition balanced, and the same layers for every schedule.
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/testdata.h"
+
+namespace jitpipe {
+namespace {
+
+using ::jitpipe::testing::CliResult;
+using ::jitpipe::testing::MakeTempDir;
+using ::jitpipe::testing::RunCli;
+using ::jitpipe::testing::WriteTextFile;
+using ::testing::HasSubstr;
+
+// Embedding, 8 layers (F 1, I 1, W 1), loss; 1 MiB stash per layer.
+constexpr char kLayered[] = R"({"format": "jitpipe.model", "version": 2,
+ "embedding": {"output_bytes": 1024, "param_bytes": 4096},
+ "layers": [{"repeat": 8, "forward_us": 1, "backward_input_us": 1, "backward_weight_us": 1,
+             "output_bytes": 1024, "stash_bytes": 1048576, "param_bytes": 4096}],
+ "loss": {"forward_us": 2, "backward_input_us": 2, "backward_weight_us": 2, "output_bytes": 4,
+          "stash_bytes": 2097152, "param_bytes": 4096}})";
+
+class LayeredModelCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("layered");
+    model_ = dir_ + "/layered.json";
+    WriteTextFile(model_, kLayered);
+  }
+  std::string Generate(const std::string& name, int v) {
+    const std::string out = dir_ + "/" + name + ".json";
+    CliResult r = RunCli({"generate", "--schedule", name, "--pp", "4", "--microbatches", "8",
+                          "--stages-per-rank", std::to_string(v), "-o", out});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return out;
+  }
+  nlohmann::json Simulate(const std::string& schedule, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"simulate", schedule, "--model", model_, "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CliResult r = RunCli(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
+  }
+  static double TotalBusy(const nlohmann::json& sim) {
+    double sum = 0;
+    for (const nlohmann::json& rank : sim["ranks"]) sum += rank["busy_us"].get<double>();
+    return sum;
+  }
+  std::string dir_, model_;
+};
+
+// 1F1B (4 stages), interleaved (8) and ZB-V (8, V placement) run the same
+// 8 microbatches of the same model: 8 x (3 x 8 + 6) = 240 us of compute.
+TEST_F(LayeredModelCliTest, EverySchedulesRunsTheSameLayers) {
+  for (const auto& [name, v] : {std::pair{"1f1b", 1}, std::pair{"interleaved-1f1b", 2},
+                                std::pair{"zbv", 2}, std::pair{"dualpipe", 2}}) {
+    EXPECT_DOUBLE_EQ(TotalBusy(Simulate(Generate(name, v))), 240) << name;
+  }
+}
+
+TEST_F(LayeredModelCliTest, LayoutAndBalancedCuts) {
+  const std::string s = Generate("1f1b", 1);
+  const double even = Simulate(s)["makespan_us"].get<double>();
+  const double skewed = Simulate(s, {"--layout", "Et*5|t|t|tL"})["makespan_us"].get<double>();
+  EXPECT_GT(skewed, even);
+  const double balanced = Simulate(s, {"--partition", "balanced"})["makespan_us"].get<double>();
+  EXPECT_LE(balanced, even);
+  CliResult plan = RunCli({"plan", s, "--model", model_, "--layout", "Et*5|t|t|tL", "--json"});
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  nlohmann::json j = nlohmann::json::parse(plan.out);
+  EXPECT_EQ(j["worst_rank"], 0);  // five layers' stashes
+  CliResult svg = RunCli({"render", s, "--model", model_, "-o", dir_ + "/s.svg"});
+  EXPECT_EQ(svg.exit_code, 0) << svg.err;
+  CliResult lowered = RunCli({"lower", s, "--reduce-grad", "--overlap", "--model", model_});
+  EXPECT_EQ(lowered.exit_code, 0) << lowered.err;
+}
+
+// plan prints every rank's memory, all of it, and the heaviest rank against
+// the device: 1F1B pp 4, m 8 under an even cut holds 4 microbatches of 2
+// layers (8 MiB of stashes) and the embedding on rank 0.
+TEST_F(LayeredModelCliTest, PlanReportsTheHeaviestRankAgainstTheDevice) {
+  const std::string s = Generate("1f1b", 1);
+  const std::string small = dir_ + "/small.json";
+  std::string text = kLayered;
+  text.insert(text.rfind('}'), R"(, "device": {"memory_bytes": 8388608})");
+  WriteTextFile(small, text);
+  CliResult r = RunCli({"plan", s, "--model", small});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("memory per rank, all of it (jit activations, even cut; fp32 "
+                               "parameters, fp32 gradients, optimizer adam (2 fp32 states))"));
+  EXPECT_THAT(r.out, HasSubstr("heaviest rank: 0, "));
+  EXPECT_THAT(r.out, HasSubstr(" of 8.00 MiB: misses by "));
+  EXPECT_THAT(r.out, HasSubstr("(out of memory)\n"));
+  CliResult j = RunCli({"plan", s, "--model", small, "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  nlohmann::json memory = nlohmann::json::parse(j.out)["memory"];
+  EXPECT_EQ(memory["heaviest_rank"], 0);
+  EXPECT_EQ(memory["fits"], false);
+  const nlohmann::json& r0 = memory["ranks"][0];
+  EXPECT_EQ(r0["parameters_bytes"], 3 * 4096);   // embedding + 2 layers
+  EXPECT_EQ(r0["gradients_bytes"], 3 * 4096);
+  EXPECT_EQ(r0["optimizer_bytes"], 2 * 3 * 4096);  // Adam, fp32: two states, no master copy
+  EXPECT_GE(r0["activations_bytes"].get<int64_t>(), 4 * 2 * 1048576);
+  EXPECT_EQ(r0["margin_bytes"].get<int64_t>(), 8388608 - r0["total_bytes"].get<int64_t>());
+}
+
+// compare on a layered model: every schedule and v doing the same work,
+// sorted among those that fit, --json, the winner's SVG.
+TEST_F(LayeredModelCliTest, CompareRanksEverySchedule) {
+  const std::string svg = dir_ + "/best.svg";
+  CliResult r = RunCli({"compare", "--pp", "4", "--microbatches", "8", "--model", model_,
+                        "--svg", svg});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(": pp 4, 8 microbatches; 10 layers cut evenly; every row runs "
+                               "the same layers (60 us of compute per rank on average)\n"));
+  EXPECT_THAT(r.out, HasSubstr("the device (no limit in the model)"));
+  EXPECT_THAT(r.out, HasSubstr("\n* "));
+  EXPECT_THAT(r.out, HasSubstr("\n  zbv                 2        96.00   50.00%       50.00%"));
+  std::string drawn;
+  {
+    std::ifstream in(svg);
+    drawn.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  EXPECT_THAT(drawn, HasSubstr("<svg"));
+  CliResult j = RunCli({"compare", "--pp", "4", "--microbatches", "8", "--model", model_,
+                        "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  nlohmann::json out = nlohmann::json::parse(j.out);
+  const nlohmann::json& rows = out["schedules"];
+  ASSERT_GE(rows.size(), 10u);
+  EXPECT_EQ(rows[0]["best"], true);
+  EXPECT_THAT(drawn, HasSubstr(rows[0]["schedule"].get<std::string>()));
+  for (const nlohmann::json& row : rows) {
+    EXPECT_DOUBLE_EQ(row["work_us"].get<double>(), 60);
+    for (const char* key : {"makespan_us", "bubble_fraction", "exposed_reduce_us",
+                            "heaviest_rank", "heaviest_bytes", "fits", "layout", "memory"}) {
+      EXPECT_TRUE(row.contains(key)) << key;
+    }
+  }
+  // A device no row fits: every row is OOM, and there is no winner to draw.
+  const std::string tiny = dir_ + "/tiny.json";
+  std::string text = kLayered;
+  text.insert(text.rfind('}'), R"(, "device": {"memory_bytes": 1024})");
+  WriteTextFile(tiny, text);
+  CliResult oom = RunCli({"compare", "--pp", "4", "--microbatches", "8", "--model", tiny,
+                          "--svg", dir_ + "/none.svg"});
+  EXPECT_EQ(oom.exit_code, 1);
+  EXPECT_THAT(oom.out, HasSubstr("no schedule fits: every row runs out of memory on some rank"));
+  EXPECT_THAT(oom.out, HasSubstr("OOM -"));
+  EXPECT_THAT(oom.err, HasSubstr("no schedule fits the device, so there is no winner to draw"));
+}
+
+TEST_F(LayeredModelCliTest, Errors) {
+  const std::string s = Generate("1f1b", 1);
+  CliResult stages = RunCli({"simulate", s, "--model", model_, "--layout", "Et*8|L"});
+  EXPECT_EQ(stages.exit_code, 1);
+  EXPECT_THAT(stages.err, HasSubstr(model_ + ": layout \"Et*8|L\" has 2 stages; the schedule "
+                                    "has 4 per chain\n"));
+  const std::string v1 = dir_ + "/v1.json";
+  WriteTextFile(v1, R"({"format": "jitpipe.model", "version": 1})");
+  CliResult old = RunCli({"plan", s, "--model", v1, "--partition", "balanced"});
+  EXPECT_EQ(old.exit_code, 1);
+  EXPECT_THAT(old.err, HasSubstr(v1 + ": --layout and --partition balanced need a version 2 "
+                                 "model"));
+  CliResult bad = RunCli({"simulate", s, "--model", model_, "--partition", "fast"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--partition: unknown partition \"fast\"; expected even or "
+                                 "balanced"));
+}
+
+}  // namespace
+}  // namespace jitpipe

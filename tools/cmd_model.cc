@@ -1,0 +1,229 @@
+// jitpipe model --layers L --hidden H --heads A --vocab V --seq S --tflops T
+// [shape and training options] [-o FILE]: a version 2 model file (layers,
+// embedding and loss heads, device, optimizer, dp, p2p) from a decoder-only
+// transformer's shape, through planning/transformer.h's cited formulas.
+// Without -o the file goes to stdout; with -o a summary goes to stdout.
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/atomic_file.h"
+#include "planning/transformer.h"
+#include "scheduler/ir/layered_model.h"
+#include "tools/byte_units.h"
+#include "tools/commands.h"
+#include "tools/common_flags.h"
+
+ABSL_DECLARE_FLAG(int, dp);  // cmd_replay.cc
+
+ABSL_FLAG(int, layers, 0, "transformer layers (L)");
+ABSL_FLAG(int64_t, hidden, 0, "hidden size (h)");
+ABSL_FLAG(int, heads, 0, "attention heads (a)");
+ABSL_FLAG(int, kv_heads, 0, "key/value heads for grouped-query attention; 0: as many as heads");
+ABSL_FLAG(int64_t, ffn, 0, "MLP hidden size (f); 0: 4 x hidden");
+ABSL_FLAG(int64_t, vocab, 0, "vocabulary size, padded to a multiple of --tp (V)");
+ABSL_FLAG(int64_t, seq, 0, "sequence length (s)");
+ABSL_FLAG(int64_t, microbatch_size, 1, "sequences per microbatch (b)");
+ABSL_FLAG(int, tp, 1, "tensor-parallel size (t)");
+ABSL_FLAG(std::string, dtype, "bf16", "activation and parameter dtype: bf16, fp16 or fp32");
+ABSL_FLAG(double, tflops, 0, "achieved throughput per GPU, in 10^12 FLOP/s");
+ABSL_FLAG(bool, sequence_parallel, false, "split the norms' and dropouts' activations over tp");
+ABSL_FLAG(bool, swiglu, false, "gated MLP with three matrices (Llama)");
+ABSL_FLAG(bool, rmsnorm, false, "RMSNorm (one vector per norm) instead of LayerNorm");
+ABSL_FLAG(std::string, recompute, "none",
+          "activation recomputation: none, selective (the attention core) or full (whole layers)");
+ABSL_FLAG(std::string, grad_dtype, "fp32", "gradient dtype");
+ABSL_FLAG(std::string, optimizer, "adam", "optimizer: adam, sgd or none");
+ABSL_FLAG(bool, distributed_optimizer, false,
+          "shard optimizer states and master weights over the dp replicas (ZeRO-1)");
+ABSL_FLAG(std::string, device_memory, "",
+          "each GPU's memory, e.g. 80GiB or 85899345920 (default: no limit)");
+ABSL_FLAG(double, p2p_gb_per_s, 0, "pipeline link bandwidth, 10^9 B/s (0: infinite)");
+ABSL_FLAG(double, p2p_latency_us, 0, "pipeline link latency");
+ABSL_FLAG(double, dp_gb_per_s, 0, "gradient reduction bandwidth per rank, 10^9 B/s (0: infinite)");
+ABSL_FLAG(double, dp_latency_us, 0, "gradient reduction latency per collective");
+ABSL_FLAG(std::string, reduce, "all_reduce", "gradient reduction: all_reduce or reduce_scatter");
+ABSL_FLAG(int, buckets, 1, "gradient reduction buckets per stage");
+
+namespace jitpipe::cli {
+namespace {
+
+absl::StatusOr<TransformerShape> ShapeFromFlags() {
+  TransformerShape x;
+  x.layers = absl::GetFlag(FLAGS_layers);
+  x.hidden = absl::GetFlag(FLAGS_hidden);
+  x.heads = absl::GetFlag(FLAGS_heads);
+  x.kv_heads = absl::GetFlag(FLAGS_kv_heads);
+  x.ffn = absl::GetFlag(FLAGS_ffn);
+  x.vocab = absl::GetFlag(FLAGS_vocab);
+  x.seq = absl::GetFlag(FLAGS_seq);
+  x.microbatch_size = absl::GetFlag(FLAGS_microbatch_size);
+  x.tp = absl::GetFlag(FLAGS_tp);
+  x.sequence_parallel = absl::GetFlag(FLAGS_sequence_parallel);
+  x.swiglu = absl::GetFlag(FLAGS_swiglu);
+  x.rmsnorm = absl::GetFlag(FLAGS_rmsnorm);
+  x.tflops = absl::GetFlag(FLAGS_tflops);
+  absl::StatusOr<Dtype> dtype = ParseDtype(absl::GetFlag(FLAGS_dtype));
+  if (!dtype.ok()) return absl::InvalidArgumentError(absl::StrCat("--dtype: ", dtype.status().message()));
+  x.dtype = *dtype;
+  absl::StatusOr<Recompute> recompute = ParseRecompute(absl::GetFlag(FLAGS_recompute));
+  if (!recompute.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--recompute: ", recompute.status().message()));
+  }
+  x.recompute = *recompute;
+  if (x.kv_heads < 0 || x.ffn < 0) {
+    return absl::InvalidArgumentError("--kv-heads and --ffn must be >= 0 (0: the default)");
+  }
+  if (absl::Status valid = ValidateTransformerShape(x); !valid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", valid.message()));
+  }
+  return x;
+}
+
+absl::Status NonNegative(double value, absl::string_view flag) {
+  if (std::isfinite(value) && value >= 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, " must be a finite number >= 0, got ", value));
+}
+
+// The training setup around the shape: dtypes, optimizer, device, links.
+absl::Status SetupFromFlags(LayeredModel& model) {
+  absl::StatusOr<Dtype> grad = ParseDtype(absl::GetFlag(FLAGS_grad_dtype));
+  if (!grad.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--grad-dtype: ", grad.status().message()));
+  }
+  model.dp.grad_dtype = *grad;
+  const std::string optimizer = absl::GetFlag(FLAGS_optimizer);
+  if (optimizer == "adam") {
+    model.optimizer.kind = OptimizerKind::kAdam;
+  } else if (optimizer == "sgd") {
+    model.optimizer.kind = OptimizerKind::kSgd;
+  } else if (optimizer == "none") {
+    model.optimizer.kind = OptimizerKind::kNone;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--optimizer must be adam, sgd or none, not \"", optimizer, "\""));
+  }
+  model.optimizer.shard_over_dp = absl::GetFlag(FLAGS_distributed_optimizer);
+  if (const std::string memory = absl::GetFlag(FLAGS_device_memory); !memory.empty()) {
+    absl::StatusOr<int64_t> bytes = ParseByteSize(memory);
+    if (!bytes.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--device-memory: ", bytes.status().message()));
+    }
+    model.device.memory_bytes = *bytes;
+  }
+  const int dp = absl::GetFlag(FLAGS_dp);
+  const int buckets = absl::GetFlag(FLAGS_buckets);
+  if (dp < 0 || buckets < 1) {
+    return absl::InvalidArgumentError("--dp must be >= 1 and --buckets >= 1");
+  }
+  model.dp.size = dp == 0 ? 1 : dp;
+  model.dp.buckets = buckets;
+  const std::string reduce = absl::GetFlag(FLAGS_reduce);
+  if (reduce != "all_reduce" && reduce != "reduce_scatter") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--reduce must be all_reduce or reduce_scatter, not \"", reduce, "\""));
+  }
+  model.dp.reduce = reduce == "all_reduce" ? ReduceKind::kAllReduce : ReduceKind::kReduceScatter;
+  model.p2p = {.latency_us = absl::GetFlag(FLAGS_p2p_latency_us),
+               .gb_per_s = absl::GetFlag(FLAGS_p2p_gb_per_s)};
+  model.dp.link = {.latency_us = absl::GetFlag(FLAGS_dp_latency_us),
+                   .gb_per_s = absl::GetFlag(FLAGS_dp_gb_per_s)};
+  for (const auto& [value, flag] : {std::pair{model.p2p.latency_us, "p2p-latency-us"},
+                                    std::pair{model.p2p.gb_per_s, "p2p-gb-per-s"},
+                                    std::pair{model.dp.link.latency_us, "dp-latency-us"},
+                                    std::pair{model.dp.link.gb_per_s, "dp-gb-per-s"}}) {
+    if (absl::Status s = NonNegative(value, flag); !s.ok()) return s;
+  }
+  return ValidateLayeredModel(model);
+}
+
+std::string Ms(double us) { return absl::StrFormat("%.3g ms", us / 1000); }
+
+std::string LayerLine(const LayerCost& layer) {
+  return absl::StrCat("forward ", Ms(layer.forward_us), ", input backward ",
+                      Ms(layer.backward_input_us), ", weight backward ",
+                      Ms(layer.backward_weight_us), "; stash ", FormatBytes(layer.stash_bytes),
+                      ", output ", FormatBytes(layer.output_bytes), ", parameters ",
+                      FormatBytes(layer.param_bytes));
+}
+
+void PrintSummary(const std::string& path, const TransformerShape& x, const LayeredModel& m) {
+  const int64_t params = m.ParamElements();
+  std::printf("wrote %s: embedding + %d decoder layers + loss, %.4g billion parameters per tp "
+              "rank (tp %d, %s, recompute %s%s)\n",
+              path.c_str(), x.layers, params / 1e9, x.tp, std::string(DtypeName(x.dtype)).c_str(),
+              std::string(RecomputeName(x.recompute)).c_str(),
+              x.sequence_parallel ? ", sequence parallel" : "");
+  std::printf("per microbatch of %lld x %lld tokens at %.4g TFLOP/s per GPU:\n",
+              static_cast<long long>(x.microbatch_size), static_cast<long long>(x.seq), x.tflops);
+  std::printf("  decoder layer: %s\n", LayerLine(m.layers[1]).c_str());
+  std::printf("  embedding:     %s\n", LayerLine(m.layers.front()).c_str());
+  std::printf("  loss:          %s\n", LayerLine(m.layers.back()).c_str());
+  const Dtype p = m.dp.param_dtype;
+  const int64_t state = m.optimizer.StateBytes(1'000'000, p, m.dp.size);
+  std::printf("per parameter: %d B %s + %d B %s gradient + %.4g B %s state%s\n", DtypeBytes(p),
+              std::string(DtypeName(p)).c_str(), DtypeBytes(m.dp.grad_dtype),
+              std::string(DtypeName(m.dp.grad_dtype)).c_str(), state / 1e6,
+              std::string(OptimizerKindName(m.optimizer.kind)).c_str(),
+              m.optimizer.shard_over_dp ? absl::StrCat(" (sharded over dp ", m.dp.size, ")").c_str()
+                                        : "");
+  if (m.device.memory_bytes > 0) {
+    std::printf("device memory: %s per GPU\n", FormatBytes(m.device.memory_bytes).c_str());
+  }
+}
+
+int RunModel(const Command& command, const Invocation& invocation) {
+  for (absl::string_view flag : {"layers", "hidden", "heads", "vocab", "seq", "tflops"}) {
+    if (!invocation.IsSet(flag)) {
+      return UsageError(command, absl::StrCat("missing --", flag, "; usage: jitpipe ",
+                                              command.synopsis));
+    }
+  }
+  absl::StatusOr<TransformerShape> shape = ShapeFromFlags();
+  if (!shape.ok()) return UsageError(command, shape.status().message());
+  absl::StatusOr<LayeredModel> model = BuildTransformerModel(*shape);
+  if (!model.ok()) return UsageError(command, model.status().message());
+  if (absl::Status s = SetupFromFlags(*model); !s.ok()) return UsageError(command, s.message());
+  const std::string text = LayeredModelToJson(*model);
+  const std::string out = absl::GetFlag(FLAGS_output);
+  if (out.empty()) {
+    std::fputs(text.c_str(), stdout);
+    return kExitOk;
+  }
+  if (absl::Status s = WriteFileAtomically(out, text); !s.ok()) return Fail(command, s);
+  PrintSummary(out, *shape, *model);
+  return kExitOk;
+}
+
+}  // namespace
+
+Command ModelCommand() {
+  return Command{
+      .name = "model",
+      .synopsis = "model --layers L --hidden H --heads A --vocab V --seq S --tflops T "
+                  "[--kv-heads G] [--ffn F] [--microbatch-size B] [--tp T] [--dtype D] "
+                  "[--recompute none|selective|full] [--device-memory BYTES] [-o FILE]",
+      .summary =
+          "Write a version 2 model file (layers, embedding and loss heads, device memory, "
+          "optimizer, dp and p2p) for a decoder-only transformer. Times come from FLOP counts "
+          "(Narayanan et al. 2021) at --tflops per GPU, activation memory per layer and "
+          "microbatch from Korthikanti et al. 2022 (with and without recomputation), parameters "
+          "and optimizer bytes as Megatron-LM's theoretical memory estimate counts them; "
+          "planning/transformer.h cites each formula. Without -o the file goes to stdout.",
+      .flags = {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq",
+                "microbatch_size", "tp", "dtype", "tflops", "sequence_parallel", "swiglu",
+                "rmsnorm", "recompute", "grad_dtype", "optimizer", "distributed_optimizer",
+                "device_memory", "dp", "buckets", "reduce", "dp_gb_per_s", "dp_latency_us",
+                "p2p_gb_per_s", "p2p_latency_us", "output"},
+      .min_positional = 0,
+      .max_positional = 0,
+      .run = RunModel,
+  };
+}
+
+}  // namespace jitpipe::cli
