@@ -444,8 +444,8 @@ absl::Status CheckInputs(const Schedule& schedule, const Executable& executable,
   if (options.steps < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--steps must be >= 1, got ", options.steps));
   }
-  RETURN_IF_ERROR(
-      world.CheckSize(schedule.pp * options.dp, absl::StrCat("pp ", schedule.pp, " x dp ", options.dp)));
+  RETURN_IF_ERROR(world.CheckSize(schedule.pp * options.dp,
+                                  absl::StrCat("pp ", schedule.pp, " x dp ", options.dp)));
   if (plans.size() != static_cast<size_t>(schedule.pp) ||
       executable.ranks.size() != static_cast<size_t>(schedule.pp)) {
     return absl::InvalidArgumentError(absl::StrCat("the plans (", plans.size(),

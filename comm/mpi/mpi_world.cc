@@ -169,7 +169,7 @@ class ProcessWorld final : public MpiWorld {
   // CollectAfterFailure: called, and this process's part completed.
   std::atomic<bool> collected_{false};
   std::atomic<bool> collected_all_{false};
-  bool ended_ = false;  // End() ran (on the thread that created the context)
+  bool ended_ = false;  // End() ran (on the thread that created the world)
 };
 
 void ProcessWorld::WatchSigterm() {

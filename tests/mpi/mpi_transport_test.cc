@@ -74,8 +74,8 @@ TEST(MpiWorldTest, EveryProcessRefusesGroupRequestsThatDiffer) {
   ASSERT_OK(Ctx().CreateGroups({Group{{0, 2}}}, kLong));
   std::vector<float> data = {1.0f};
   if (Rank() == 0 || Rank() == 2) {
-    ASSERT_OK_AND_ASSIGN(RequestId id,
-                         T().PostAllReduce(Group{{0, 2}}, absl::MakeSpan(data), ReduceOp::kSum, {}));
+    ASSERT_OK_AND_ASSIGN(RequestId id, T().PostAllReduce(Group{{0, 2}}, absl::MakeSpan(data),
+                                                         ReduceOp::kSum, {}));
     ASSERT_OK(T().Wait(id, kLong));
     EXPECT_EQ(data[0], 2.0f);
   }

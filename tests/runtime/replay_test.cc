@@ -307,6 +307,20 @@ TEST(InProcessRuntimeTest, RefusesAWorldOfAnotherSize) {
             "the world has 6 ranks but pp 4 x dp 2 needs 8");
 }
 
+// The driver requests its groups before any rank starts; a world that
+// refuses (here: already aborted) fails the run there.
+TEST(InProcessRuntimeTest, ReportsAWorldThatRefusesTheGroups) {
+  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("1f1b", 2, 4, 2));
+  std::unique_ptr<InProcessWorld> world = CreateInProcessWorld(4);
+  world->Abort(3, "gone");
+  ReplayOptions options;
+  options.dp = 2;
+  absl::StatusOr<ReplayResult> result =
+      RunReplay(r.plan.schedule, r.plan.executable, r.plan.plans, *r.factory, *world, options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(Message(result), "requesting the data-parallel groups: rank 3 failed: gone");
+}
+
 // The real files (conformance/real) replay exactly: the compute-only ones
 // lowered with REDUCE_GRAD, with 1 and 2 replicas; the lowered torchtitan
 // example (FSDP UNSHARD/RESHARD, PyTorch's early receives, no REDUCE_GRAD,

@@ -109,8 +109,15 @@ int RunConformanceSuites(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new RankFailurePrinter(rank));
   }
-  const int result = RUN_ALL_TESTS();
+  int result = RUN_ALL_TESTS();
   EndLaunchedWorlds();  // MPI_Finalize (MPI_Abort after an incomplete failure exchange)
+  // A job its launcher started that ran none of its tests (all skipped: a
+  // filter or a size that fits none) checked nothing: that is a failure.
+  if (LaunchedRank(Launcher::kMpirun) >= 0 &&
+      ::testing::UnitTest::GetInstance()->successful_test_count() == 0) {
+    std::fprintf(stderr, "no test ran in this launched job (all were skipped or filtered out)\n");
+    result = 1;
+  }
   return result;
 }
 

@@ -77,7 +77,8 @@ class TestWorld {
 void EndLaunchedWorlds();
 
 // The main() of the conformance suites: in a launched process other than
-// the first, only failures are printed, each line naming the process.
+// the first, only failures are printed, each line naming the process; a
+// launched process none of whose tests ran (all skipped) fails.
 int RunConformanceSuites(int argc, char** argv);
 
 }  // namespace jitpipe::testing
