@@ -18,10 +18,10 @@
 #include "absl/synchronization/mutex.h"
 #include "bench/bench_support.h"
 #include "benchmark/benchmark.h"
-#include "stages/cost_stage.h"
+#include "stages/reference/cost_stage.h"
 #include "runtime/replay.h"
-#include "stages/replay_plan.h"
-#include "stages/simulator.h"
+#include "runtime/replay_plan.h"
+#include "stages/predict/simulator.h"
 
 namespace jitpipe::bench {
 namespace {

@@ -5,8 +5,8 @@
 #include "bench/bench_support.h"
 #include "benchmark/benchmark.h"
 #include "memory/buffer_lifetimes.h"
-#include "stages/rank_executable.h"
-#include "stages/simulator.h"
+#include "stages/exec/rank_executable.h"
+#include "stages/predict/simulator.h"
 
 namespace jitpipe::bench {
 namespace {

@@ -1,4 +1,4 @@
-// For the reference mlp (stages/mlp_stage.h) over a world that spans
+// For the reference mlp (stages/reference/mlp_stage.h) over a world that spans
 // processes: each process's stages saw their own gradients; this gathers
 // them at world rank 0 so that CompareWithReference there checks the whole
 // world.
@@ -9,7 +9,7 @@
 #include "absl/time/time.h"
 #include "comm/world.h"
 #include "scheduler/ir/schedule.h"
-#include "stages/mlp_stage.h"
+#include "stages/reference/mlp_stage.h"
 
 namespace jitpipe {
 

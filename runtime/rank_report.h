@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "comm/flight_analysis.h"
-#include "stages/rank_executor.h"  // StepResult
+#include "stages/exec/rank_executor.h"  // StepResult
 
 namespace jitpipe {
 

@@ -40,10 +40,10 @@
 #include "memory/memory_plan.h"
 #include "runtime/replay_options.h"
 #include "scheduler/ir/schedule.h"
-#include "stages/buffer_provider.h"
-#include "stages/rank_executable.h"
-#include "stages/rank_executor.h"
-#include "stages/stage.h"
+#include "stages/exec/buffer_provider.h"
+#include "stages/exec/rank_executable.h"
+#include "stages/exec/rank_executor.h"
+#include "stages/exec/stage.h"
 
 namespace jitpipe {
 

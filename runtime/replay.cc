@@ -23,6 +23,7 @@
 #include "runtime/rank_report.h"
 #include "runtime/rank_runner.h"
 #include "scheduler/passes/validate.h"
+#include "stages/exec/timeline_transfers.h"
 
 namespace jitpipe {
 namespace {
@@ -138,7 +139,7 @@ class Replay {
     LocalRank& me = local_[i];
     const int w = me.world_rank;
     // Every step's record is allocated before the first step, so memory
-    // stays flat while the steps run (tests/stages/soak_test.cc).
+    // stays flat while the steps run (tests/runtime/soak_test.cc).
     if (me.status.ok()) me.outcome.steps.resize(options_.steps);
     for (int step = 0; me.status.ok() && step < options_.steps; ++step) {
       absl::Status arrived = world_.Barrier(w, options_.timeout);
@@ -352,8 +353,11 @@ class Replay {
             Median(exposed)};
   }
 
+  // Appends a rank's spans and samples; the first rank appended also brings
+  // the transfer table.
   void AppendTimeline(const RankOutcome& out, Timeline& timeline) const {
     if (!options_.record_timeline) return;
+    if (timeline.transfers.empty()) timeline.transfers = TimelineTransfersOf(executable_);
     for (const StepResult& r : out.steps) {
       timeline.spans.insert(timeline.spans.end(), r.timeline.spans.begin(), r.timeline.spans.end());
       timeline.memory.insert(timeline.memory.end(), r.timeline.memory.begin(),

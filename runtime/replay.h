@@ -74,9 +74,9 @@
 #include "memory/memory_plan.h"
 #include "runtime/replay_options.h"
 #include "scheduler/ir/schedule.h"
-#include "stages/rank_executable.h"
-#include "stages/stage.h"
-#include "stages/timeline.h"
+#include "stages/exec/rank_executable.h"
+#include "stages/exec/stage.h"
+#include "traces/timeline.h"
 
 namespace jitpipe {
 

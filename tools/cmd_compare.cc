@@ -4,7 +4,7 @@
 //
 // Each schedule of AllGenerators() is generated (V: --stages-per-rank, else
 // the schedule's default), lowered with REDUCE_GRAD (and the overlap pass
-// with --overlap) and simulated (stages/predict.h); its memory is planned
+// with --overlap) and simulated (stages/predict/predict.h); its memory is planned
 // under jit (peak and arena) and eager (peak), the worst rank of each. The
 // table is sorted by makespan (ties by name) and the best is marked "*";
 // "work" is each rank's stage-microbatch pairs (the model's costs are per
@@ -28,7 +28,7 @@
 #include "nlohmann/json.hpp"
 #include "scheduler/generators/generate.h"
 #include "scheduler/ir/model.h"
-#include "stages/predict.h"
+#include "stages/predict/predict.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 

@@ -11,7 +11,7 @@
 #include "scheduler/ir/schedule_io.h"
 #include "scheduler/ir/schedule_json.h"
 #include "scheduler/passes/lower.h"
-#include "stages/predict.h"
+#include "stages/predict/predict.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 

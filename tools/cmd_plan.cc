@@ -15,10 +15,10 @@
 #include "scheduler/passes/lower.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
-#include "stages/predict.h"
-#include "stages/timeline_trace.h"
-#include "tools/memory_trace.h"
+#include "stages/predict/predict.h"
 #include "traces/chrome_trace_writer.h"
+#include "traces/planned_timeline.h"
+#include "traces/timeline_trace.h"
 
 ABSL_FLAG(std::string, policy, "jit",
           "memory policy: jit (receive buffers at their RECV, sent outputs freed when sent) or "
@@ -186,9 +186,12 @@ int RunPlan(const Command& command, const Invocation& invocation) {
   std::vector<RankRow> rows(schedule->pp);
   std::string map;
   // With times in the model the trace shows simulated time (the plan's
-  // buffers, kept for the simulation), else program index.
+  // buffers, kept for the simulation), else program index (the planned
+  // timeline, a rank at a time).
   const bool simulated_trace = trace.has_value() && HasTimes(*model);
   std::vector<RankBuffers> buffers;
+  Timeline planned;
+  planned.axis = TimelineAxis::kProgramIndex;
   const int batch = DefaultThreads();
   for (int first = 0; first < schedule->pp; first += batch) {
     const int count = std::min(batch, schedule->pp - first);
@@ -210,7 +213,7 @@ int RunPlan(const Command& command, const Invocation& invocation) {
       if (simulated_trace) {
         buffers.push_back(plan.buffers);
       } else if (trace.has_value()) {
-        AddPlanToTrace(plan, schedule->ranks[rank], *trace);
+        AppendPlannedRank(*schedule, plan, planned);
       }
     }
   }
@@ -220,7 +223,9 @@ int RunPlan(const Command& command, const Invocation& invocation) {
       return Fail(command, absl::Status(p.status().code(),
                                         absl::StrCat(path, ": ", p.status().message())));
     }
-    AddTimelineToTrace(p->lowered, p->executable, p->simulation.timeline, *trace);
+    AddTimelineToTrace(p->lowered, p->simulation.timeline, *trace);
+  } else if (trace.has_value()) {
+    AddTimelineToTrace(*schedule, planned, *trace);
   }
   if (trace.has_value()) {
     trace->SetMetadata("clock", simulated_trace ? "simulated" : "program index");
@@ -249,7 +254,8 @@ Command PlanCommand() {
                  "every buffer (64-byte aligned, best fit). --trace writes a Chrome trace with "
                  "a memory counter per rank and category: over simulated time when the model "
                  "gives compute times (the jitpipe simulate timeline, memory under --policy), "
-                 "else over program index; --map prints one rank's buffers and an ASCII map of "
+                 "else over program index with the arena's high-water mark; --map prints one "
+                 "rank's buffers and an ASCII map of "
                  "its arena.",
       .flags = {"model", "policy", "prefetch", "arena_slack", "json", "trace", "map",
                 "legacy_names"},

@@ -1,7 +1,7 @@
 // jitpipe render FILE -o OUT.svg [--model MODEL] [--overlap]: the schedule
 // diagram papers draw, as SVG (traces/svg_render.h).
 //
-// The schedule is simulated (stages/predict.h: a compute-only FILE is
+// The schedule is simulated (stages/predict/predict.h: a compute-only FILE is
 // lowered with REDUCE_GRAD first) under MODEL, or without one under unit
 // costs (F = I = W = 1, B = 2, OVERLAP_F_B = F + B, free communication).
 // A row per rank; a block per compute action at its simulated start, as
@@ -20,7 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "base/atomic_file.h"
 #include "scheduler/ir/model.h"
-#include "stages/predict.h"
+#include "stages/predict/predict.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "traces/svg_render.h"

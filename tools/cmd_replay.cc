@@ -31,15 +31,15 @@
 #include "base/json_document.h"
 #include "base/status_macros.h"
 #include "scheduler/ir/model.h"
-#include "stages/cost_stage.h"
+#include "stages/reference/cost_stage.h"
 #include "runtime/replay.h"
-#include "stages/mlp_reference.h"
-#include "stages/mlp_stage.h"
-#include "stages/replay_plan.h"
-#include "stages/timeline_trace.h"
+#include "stages/reference/mlp_reference.h"
+#include "stages/reference/mlp_stage.h"
+#include "runtime/replay_plan.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "traces/chrome_trace_writer.h"
+#include "traces/timeline_trace.h"
 #include "comm/mpi/mpi_world.h"
 #include "runtime/mlp_gradients.h"
 
@@ -249,7 +249,7 @@ absl::Status WriteTrace(const std::string& path, const std::string& source, cons
   writer.SetMetadata("policy", std::string(MemoryPolicyName(f.policy)));
   writer.SetMetadata("steps", f.steps);
   writer.SetMetadata("step_us", r.median_step_us());
-  AddTimelineToTrace(plan.schedule, plan.executable, r.timeline, writer);
+  AddTimelineToTrace(plan.schedule, r.timeline, writer);
   return writer.Finish();
 }
 

@@ -20,11 +20,11 @@
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/ir/model.h"
-#include "stages/predict.h"
-#include "stages/timeline_trace.h"
+#include "stages/predict/predict.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "traces/chrome_trace_writer.h"
+#include "traces/timeline_trace.h"
 
 ABSL_FLAG(bool, compare_overlap, false,
           "also simulate without and with the overlap pass and report both exposed reductions");
@@ -95,7 +95,7 @@ absl::Status WriteTrace(const std::string& trace_path, const std::string& path,
                         const Prediction& p) {
   absl::StatusOr<ChromeTraceWriter> writer = ChromeTraceWriter::ToFile(trace_path);
   if (!writer.ok()) return writer.status();
-  AddTimelineToTrace(p.lowered, p.executable, p.simulation.timeline, *writer);
+  AddTimelineToTrace(p.lowered, p.simulation.timeline, *writer);
   writer->SetMetadata("source", path);
   writer->SetMetadata("clock", "simulated");
   writer->SetMetadata("makespan_us", p.simulation.makespan_us);

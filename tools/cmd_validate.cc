@@ -25,7 +25,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "scheduler/passes/grid_report.h"
+#include "scheduler/analysis/grid_report.h"
 #include "scheduler/passes/lower.h"
 #include "scheduler/passes/validate.h"
 #include "tools/commands.h"

@@ -30,10 +30,15 @@ stage "demo end to end" demo
 # the suites (traces/trace_checker.h); here the demo's planned, simulated and
 # replayed traces are loaded by the Chrome DevTools trace engine itself (the
 # npm package pinned by tools/trace_engine/package-lock.json): each must parse
-# with send -> receive flows and memory counters.
+# with send -> receive flows and memory counters. The demo's model gives
+# times, so its planned trace is the simulated step; the same plan under a
+# model of sizes only is drawn over program index (planned_index).
 trace_engine() {
   (cd tools/trace_engine && npm ci --no-audit --no-fund --loglevel=error)
-  for trace in planned simulated replay; do
+  build/default/tools/jitpipe plan build/ci-demo/lowered.json \
+    --model tests/testdata/traces/sizes_only_model.json \
+    --trace build/ci-demo/planned_index.trace.json >/dev/null
+  for trace in planned planned_index simulated replay; do
     tools/check-trace-engine.sh --flows --counters "build/ci-demo/$trace.trace.json"
   done
 }

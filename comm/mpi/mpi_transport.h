@@ -12,7 +12,7 @@
 //   MPI: 2^31 - 1; at least 32767 in any MPI) is refused with
 //   InvalidArgument, never folded: two operations in flight folded onto one
 //   MPI tag would be paired by posting order and could swap payloads
-//   silently. The runtime's tags (stages/rank_executable.h, TransferTag:
+//   silently. The runtime's tags (stages/exec/rank_executable.h, TransferTag:
 //   2 (stage m + microbatch) + direction) stay below 2 S m: 2^20 for
 //   pp128 x v4 x m1024.
 // - Completion: a send is complete when its MPI_Isend is, i.e. when its

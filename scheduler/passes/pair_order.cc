@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "scheduler/passes/grid_report.h"
+#include "scheduler/analysis/grid_report.h"
 
 namespace jitpipe {
 namespace {

@@ -23,7 +23,7 @@
 
 #include "absl/status/status.h"
 #include "scheduler/ir/schedule.h"
-#include "scheduler/passes/comm_matching.h"
+#include "scheduler/analysis/comm_matching.h"
 
 namespace jitpipe {
 

@@ -18,9 +18,10 @@
 //   4. Minimal repair. Rule 1 alone can deadlock when a SEND also waits for
 //      its RECV: rank 0 sends to rank 1 while rank 1 sends to rank 0, each
 //      posting its RECV only after its SEND. The pass replays the program
-//      under rendezvous semantics; whenever ranks wait on each other in a
-//      cycle, one receiver of a SEND in the cycle posts that RECV where it is
-//      blocked: the latest point at which it can go, so only RECVs that must
+//      with the ranks' cursors under strict semantics (the rank state
+//      machine, scheduler/execution/rank_cursor.h, the validator's rules);
+//      whenever ranks wait on each other in a cycle, one receiver of a SEND
+//      in the cycle posts that RECV where it is blocked: the latest point at which it can go, so only RECVs that must
 //      come early do. It picks the cheapest: the receiver whose consumer of
 //      the message is fewest of its actions ahead, then the one furthest below
 //      its most held forward stashes (a rank that has just run a backward has
@@ -50,7 +51,8 @@
 // Does nothing to a program without RECVs (pp = 1) or whose RECVs already
 // stand right before their consumers, in per-pair order, without a cycle;
 // UNSHARD, RESHARD and REDUCE_GRAD keep their places. Pure and
-// thread-compatible; about O(actions) plus the cycles' repairs.
+// thread-compatible; about O(actions) plus the cycles' repairs (each the
+// distance its RECV moves, and a look at every rank).
 #ifndef JITPIPE_SCHEDULER_PASSES_PLACE_RECVS_JIT_RENDEZVOUS_H_
 #define JITPIPE_SCHEDULER_PASSES_PLACE_RECVS_JIT_RENDEZVOUS_H_
 

@@ -1,13 +1,20 @@
 #include "scheduler/passes/validate.h"
 
 #include "base/status_macros.h"
-#include "scheduler/passes/comm_matching.h"
-#include "scheduler/passes/deadlock.h"
+#include "scheduler/analysis/comm_matching.h"
+#include "scheduler/execution/deadlock.h"
 #include "scheduler/passes/pair_order.h"
 #include "scheduler/passes/validate_structure.h"
-#include "scheduler/passes/wait_rules.h"
+#include "scheduler/execution/wait_rules.h"
 
 namespace jitpipe {
+namespace {
+
+WaitModel ToWaitModel(CommSemantics semantics) {
+  return semantics == CommSemantics::kStrict ? WaitModel::kStrict : WaitModel::kRelaxed;
+}
+
+}  // namespace
 
 absl::Status Validate(const Schedule& schedule, const ValidateOptions& options) {
   RETURN_IF_ERROR(ValidateStructure(schedule));

@@ -33,8 +33,8 @@
 #include "scheduler/ir/schedule_json.h"
 #include "scheduler/passes/lower.h"
 #include "scheduler/passes/validate.h"
-#include "stages/rank_executable.h"
-#include "stages/simulator.h"
+#include "stages/exec/rank_executable.h"
+#include "stages/predict/simulator.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_limits.h"
 

@@ -14,9 +14,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/generators/generate.h"
-#include "stages/mlp_stage.h"
+#include "stages/reference/mlp_stage.h"
 #include "runtime/replay.h"
-#include "stages/replay_plan.h"
+#include "runtime/replay_plan.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/wrapped_stage.h"
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <utility>
 
-#include "stages/stage.h"
+#include "stages/exec/stage.h"
 
 namespace jitpipe::testing {
 

@@ -94,6 +94,8 @@ TEST_F(CmdPlanTest, LowersAComputeOnlyScheduleFirst) {
   EXPECT_EQ(peaks, (std::vector<int64_t>{4096, 3072, 2048, 1024}));
 }
 
+// Without times in the model: the planned timeline over program index, in
+// the schema every timeline trace shares (traces/timeline_trace.h).
 TEST_F(CmdPlanTest, TraceHasMemoryCountersPerRankOverProgramIndex) {
   const std::string trace = dir_ + "/t.json";
   CliResult r =
@@ -101,18 +103,30 @@ TEST_F(CmdPlanTest, TraceHasMemoryCountersPerRankOverProgramIndex) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_OK_AND_ASSIGN(ChromeTraceSummary summary, ReadAndCheckChromeTrace(trace));
   EXPECT_EQ(summary.slices, 8);  // one per action
+  // 0F0 -> 1F0 and 1B0 -> 0B0: each RECV is posted no later than its SEND in
+  // program order, so the arrows join producer and consumer.
+  EXPECT_EQ(summary.flows, 2);
   std::ifstream in(trace);
   nlohmann::json doc = nlohmann::json::parse(in);
   // Rank 1's received input: 64 B from index 0 to 2, sampled at ts = index + 1
   // and once more at the end (ts 5 = 4 actions + 1).
   std::vector<std::pair<double, double>> receive;
+  std::vector<std::string> threads;
+  bool arena_high = false;
   for (const nlohmann::json& e : doc["traceEvents"]) {
     if (e["ph"] == "C" && e["pid"] == 1 && e["name"] == "mem.receive") {
       receive.push_back({e["ts"].get<double>(), e["args"]["bytes"].get<double>()});
     }
+    if (e["ph"] == "M" && e["pid"] == 1 && e["name"] == "thread_name") {
+      threads.push_back(e["args"]["name"]);
+    }
+    arena_high = arena_high || (e["ph"] == "C" && e["name"] == "mem.arena_high");
   }
   EXPECT_EQ(receive, (std::vector<std::pair<double, double>>{{1, 64}, {4, 0}, {5, 0}}));
+  EXPECT_EQ(threads, (std::vector<std::string>{"compute", "send", "recv"}));
+  EXPECT_TRUE(arena_high);
   EXPECT_EQ(doc["otherData"]["format"], "jitpipe.trace");
+  EXPECT_EQ(doc["otherData"]["time_axis"], "program index");
 }
 
 // A model with times: the trace shows the simulated step (as jitpipe
@@ -130,6 +144,7 @@ TEST_F(CmdPlanTest, TraceWithTimesIsInSimulatedTime) {
   std::ifstream in(trace);
   nlohmann::json doc = nlohmann::json::parse(in);
   EXPECT_EQ(doc["otherData"]["clock"], "simulated");
+  EXPECT_EQ(doc["otherData"]["time_axis"], "microseconds");
   // F0 on rank 1 runs [10, 20] us (written 1 us later), B0 [20, 40].
   std::vector<std::pair<double, double>> compute;
   for (const nlohmann::json& e : doc["traceEvents"]) {

@@ -149,9 +149,15 @@ TEST_F(CmdSimulateTest, ExitCodes) {
   WriteTextFile(dir_ + "/deadlock.json", kDeadlock);
   CliResult stuck = RunCli({"simulate", dir_ + "/deadlock.json", "--model", dir_ + "/unit.json"});
   EXPECT_EQ(stuck.exit_code, 1);
-  EXPECT_EQ(stuck.err, "jitpipe simulate: " + dir_ +
-                           "/deadlock.json: simulation cannot progress (the program deadlocks): "
-                           "rank 0 at index 3 (0B0); rank 1 at index 1 (1F1)\n");
+  const std::string report =
+      "/deadlock.json: deadlock under relaxed semantics: wait cycle 0 -> 1 -> 0: rank 0 at index "
+      "3 (0B0) waits for rank 1 to post 1SEND_B0 (index 7); rank 1 at index 1 (1F1) waits for "
+      "rank 0 to post 0SEND_F1 (index 5)";
+  EXPECT_EQ(stuck.err, "jitpipe simulate: " + dir_ + report + "\n");
+  // One report of a deadlock, whoever finds it: validate's first line is the same.
+  CliResult validated = RunCli({"validate", dir_ + "/deadlock.json"});
+  EXPECT_EQ(validated.exit_code, 1);
+  EXPECT_THAT(validated.err, StartsWith("jitpipe validate: " + dir_ + report + "\n"));
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "scheduler/ir/schedule_csv.h"
-#include "scheduler/passes/grid_report.h"
+#include "scheduler/analysis/grid_report.h"
 #include "tests/testing/status_matchers.h"
 
 namespace jitpipe {

@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "scheduler/ir/schedule_csv.h"
-#include "scheduler/passes/grid_report.h"
+#include "scheduler/analysis/grid_report.h"
 #include "scheduler/passes/lower.h"
 #include "tests/testing/conformance.h"
 #include "tests/testing/status_matchers.h"

@@ -1,0 +1,67 @@
+#include "runtime/replay_plan.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "scheduler/passes/lower.h"
+#include "scheduler/passes/validate.h"
+
+namespace jitpipe {
+
+absl::StatusOr<Schedule> LowerForReplay(const Schedule& schedule, RecvPlacement recv) {
+  if (schedule.lowered) return schedule;
+  LowerOptions options;
+  options.recv = recv;
+  options.reduce_grad = true;
+  return Lower(schedule, options);
+}
+
+absl::StatusOr<Model> ModelWithStageSizes(Model model, int num_stages, StageFactory& factory) {
+  const int grad_bytes = DtypeBytes(model.dp.grad_dtype);
+  const int param_bytes = DtypeBytes(model.dp.param_dtype);
+  for (int s = 0; s < num_stages; ++s) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Stage> stage, factory.Make(s, 0));
+    const StageSizes sizes = stage->Sizes();
+    if (sizes.param_grad_bytes % grad_bytes != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "stage ", s, "'s ", sizes.param_grad_bytes, " gradient bytes are not a whole number of ",
+          DtypeName(model.dp.grad_dtype), " elements (the model's dp.grad_dtype)"));
+    }
+    StageOverride* entry = nullptr;
+    for (StageOverride& o : model.stages) {
+      if (o.index == s) entry = &o;
+    }
+    if (entry == nullptr) {
+      model.stages.push_back(StageOverride{s, {}});
+      entry = &model.stages.back();
+    }
+    entry->spec.input_bytes = sizes.input_bytes;
+    entry->spec.output_bytes = sizes.output_bytes;
+    entry->spec.stash_bytes = sizes.stash_bytes;
+    entry->spec.param_bytes = sizes.param_grad_bytes / grad_bytes * param_bytes;
+  }
+  return model;
+}
+
+absl::StatusOr<ReplayPlan> PlanReplay(Schedule lowered, Model model, MemoryPolicy policy) {
+  if (!lowered.lowered) {
+    return absl::FailedPreconditionError(
+        "replay needs a lowered program; lower it first (LowerForReplay)");
+  }
+  RETURN_IF_ERROR(Validate(lowered, ValidateOptions{CommSemantics::kRelaxed, 0}));
+  RETURN_IF_ERROR(CheckModelFits(model, lowered.num_stages()));
+  ReplayPlan out;
+  PlanOptions plan_options;
+  plan_options.policy = policy;
+  ASSIGN_OR_RETURN(out.plans, PlanMemory(lowered, model, plan_options));
+  std::vector<RankBuffers> buffers;
+  buffers.reserve(out.plans.size());
+  for (const RankMemoryPlan& plan : out.plans) buffers.push_back(plan.buffers);
+  ASSIGN_OR_RETURN(out.executable, BuildExecutable(lowered, model, buffers));
+  out.schedule = std::move(lowered);
+  out.model = std::move(model);
+  return out;
+}
+
+}  // namespace jitpipe

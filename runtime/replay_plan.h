@@ -1,0 +1,58 @@
+// From a schedule file to something RunReplay (runtime/replay.h) can
+// run: the steps `jitpipe replay` and the runtime tests share.
+//
+//   compute-only Schedule --Lower(reduce_grad)--> lowered Schedule
+//   Model + Stage sizes   --ModelWithStageSizes--> Model (byte sizes of the stages)
+//   lowered + Model       --PlanReplay--> Validate, PlanMemory(policy), BuildExecutable
+//
+// Pure functions apart from ModelWithStageSizes, which asks a factory's
+// stages; thread-compatible.
+#ifndef JITPIPE_RUNTIME_REPLAY_PLAN_H_
+#define JITPIPE_RUNTIME_REPLAY_PLAN_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "memory/buffer_lifetimes.h"
+#include "memory/memory_plan.h"
+#include "scheduler/ir/model.h"
+#include "scheduler/ir/schedule.h"
+#include "scheduler/passes/lower.h"
+#include "stages/exec/rank_executable.h"
+#include "stages/exec/stage.h"
+
+namespace jitpipe {
+
+// A lowered schedule as it is; a compute-only one lowered with the default
+// lowering plus REDUCE_GRAD (Lower(), receives placed by `recv`: just in
+// time by default; kJitRendezvous for an executor that waits for sends to
+// complete mid-step over a rendezvous transport, e.g. arena buffers over
+// MPI, lower.h). Errors: those of Lower().
+absl::StatusOr<Schedule> LowerForReplay(const Schedule& schedule,
+                                        RecvPlacement recv = RecvPlacement::kJit);
+
+// `model` with every stage's byte sizes replaced by what its Stage reports
+// (a Stage of replica 0 is made for each stage and asked): input, output
+// and stash bytes, and param_bytes such that Model::GradBytes equals the
+// stage's param_grad_bytes. Times and the rest are kept. Errors: the
+// factory's; InvalidArgument when param_grad_bytes is not a whole number of
+// dp.grad_dtype elements.
+absl::StatusOr<Model> ModelWithStageSizes(Model model, int num_stages, StageFactory& factory);
+
+struct ReplayPlan {
+  Schedule schedule;  // lowered
+  Model model;
+  std::vector<RankMemoryPlan> plans;  // per rank, with an arena
+  Executable executable;
+};
+
+// Validates `lowered` (relaxed semantics: the in-process backend's sends
+// never block), plans its memory under `policy` with an arena, and builds
+// the executable. Errors: FailedPrecondition for a compute-only schedule;
+// InvalidArgument from Validate() (naming rank, index and action), the
+// model (CheckModelFits) or the planner.
+absl::StatusOr<ReplayPlan> PlanReplay(Schedule lowered, Model model, MemoryPolicy policy);
+
+}  // namespace jitpipe
+
+#endif  // JITPIPE_RUNTIME_REPLAY_PLAN_H_

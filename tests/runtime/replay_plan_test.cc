@@ -1,0 +1,123 @@
+#include "runtime/replay_plan.h"
+
+#include <memory>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "scheduler/generators/generate.h"
+#include "scheduler/ir/schedule_csv.h"
+#include "stages/reference/mlp_stage.h"
+#include "tests/testing/status_matchers.h"
+
+namespace jitpipe {
+namespace {
+
+using ::jitpipe::testing::Message;
+using ::testing::HasSubstr;
+
+// A compute-only schedule gets sends, receives and one REDUCE_GRAD per
+// stage; a lowered one is taken as it is.
+TEST(ReplayPlanTest, LowersWithGradientReductions) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, Generate({"interleaved-1f1b", 2, 4, 0}));
+  ASSERT_OK_AND_ASSIGN(Schedule lowered, LowerForReplay(s));
+  EXPECT_TRUE(lowered.lowered);
+  int reductions = 0;
+  for (const RankProgram& program : lowered.ranks) {
+    for (const Action& a : program) reductions += a.kind == ActionKind::kReduceGrad;
+  }
+  EXPECT_EQ(reductions, s.num_stages());
+  ASSERT_OK_AND_ASSIGN(Schedule again, LowerForReplay(lowered));
+  EXPECT_EQ(again, lowered);
+}
+
+TEST(ReplayPlanTest, TakesTheByteSizesFromTheStages) {
+  MlpOptions options;
+  options.shape = MlpShape{8, 2, 3};
+  MlpStageFactory factory(options, MlpLayout{4, 1, 4, 1});
+  Model model;
+  model.defaults.forward_us = 7;
+  model.defaults.input_bytes = 1;
+  StageOverride third{2, {}};
+  third.spec.backward_input_us = 9;
+  model.stages.push_back(third);
+  model.dp.param_dtype = Dtype::kBf16;
+  ASSERT_OK_AND_ASSIGN(Model sized, ModelWithStageSizes(model, 4, factory));
+  for (int s = 0; s < 4; ++s) {
+    const StageCost c = sized.ForStage(s);
+    EXPECT_EQ(c.input_bytes, 2 * 8 * 4);
+    EXPECT_EQ(c.output_bytes, 2 * 8 * 4);
+    EXPECT_EQ(c.stash_bytes, 2 * 3 * 2 * 8 * 4);
+    EXPECT_EQ(sized.GradBytes(s), 3 * (64 + 8) * 4);  // fp32 gradients
+    EXPECT_EQ(c.param_bytes, 3 * (64 + 8) * 2);       // bf16 parameters
+    EXPECT_EQ(c.forward_us, 7);
+  }
+  EXPECT_EQ(sized.ForStage(2).backward_input_us, 9);  // the override's time is kept
+
+}
+
+// A stage whose gradients are 6 bytes: not a whole number of fp32 values.
+class OddFactory final : public StageFactory {
+ public:
+  absl::StatusOr<std::unique_ptr<Stage>> Make(int, int) override {
+    class Odd final : public Stage {
+     public:
+      StageSizes Sizes() const override { return {4, 4, 0, 6}; }
+      absl::Status LoadInput(const ExecutionContext&, int, MutableBytes) override {
+        return absl::OkStatus();
+      }
+      absl::Status Forward(const ExecutionContext&, int, ConstBytes, MutableBytes,
+                           MutableBytes) override {
+        return absl::OkStatus();
+      }
+      absl::Status BackwardInput(const ExecutionContext&, int, ConstBytes, MutableBytes,
+                                 MutableBytes) override {
+        return absl::OkStatus();
+      }
+      absl::Status BackwardWeight(const ExecutionContext&, int, ConstBytes, ConstBytes, ConstBytes,
+                                  MutableBytes) override {
+        return absl::OkStatus();
+      }
+    };
+    return std::unique_ptr<Stage>(new Odd);
+  }
+};
+
+TEST(ReplayPlanTest, RefusesGradientsThatAreNotWholeElements) {
+  OddFactory factory;
+  Model model;
+  absl::StatusOr<Model> sized = ModelWithStageSizes(model, 2, factory);
+  EXPECT_EQ(sized.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Message(sized), "stage 0's 6 gradient bytes are not a whole number of fp32 elements "
+                            "(the model's dp.grad_dtype)");
+  model.dp.grad_dtype = Dtype::kBf16;
+  EXPECT_OK(ModelWithStageSizes(model, 2, factory));
+}
+
+TEST(ReplayPlanTest, PlansValidatesAndBuilds) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, Generate({"1f1b", 2, 4, 0}));
+  Model model;
+  model.defaults.output_bytes = 10;
+  model.defaults.input_bytes = 10;
+  EXPECT_EQ(PlanReplay(s, model, MemoryPolicy::kJit).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_OK_AND_ASSIGN(Schedule lowered, LowerForReplay(s));
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, PlanReplay(lowered, model, MemoryPolicy::kEager));
+  ASSERT_EQ(plan.plans.size(), 2u);
+  EXPECT_EQ(plan.plans[0].options.policy, MemoryPolicy::kEager);
+  EXPECT_FALSE(plan.plans[0].arena.offsets.empty());
+  EXPECT_EQ(plan.executable.ranks.size(), 2u);
+  EXPECT_EQ(plan.executable.transfers.size(), 2u * 4);
+}
+
+// Rank 0 waits in 0B0 for a gradient that needs its own later 0SEND_F0.
+TEST(ReplayPlanTest, RefusesAProgramThatDeadlocks) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleCsv("0F0,0RECV_B0,0B0,0SEND_F0\n"
+                                                    "1RECV_F0,1F0,1B0,1SEND_B0\n"));
+  absl::StatusOr<ReplayPlan> plan = PlanReplay(s, Model(), MemoryPolicy::kJit);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(plan), HasSubstr("deadlock"));
+}
+
+}  // namespace
+}  // namespace jitpipe
