@@ -1,5 +1,8 @@
 #include "comm/transport.h"
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
 namespace jitpipe {
 
 int Group::IndexOf(int rank) const {
@@ -8,5 +11,7 @@ int Group::IndexOf(int rank) const {
   }
   return -1;
 }
+
+std::string Group::ToString() const { return absl::StrCat("{", absl::StrJoin(ranks, ", "), "}"); }
 
 }  // namespace jitpipe

@@ -21,10 +21,17 @@
 // bytes (an eager protocol, as MPI does for small messages); it reports such
 // bytes in InFlightBytes().
 //
+// Collectives run over a group of ranks that every process has requested
+// from its world before posting (World::CreateGroups, comm/world.h), over
+// the whole world {0, ..., size - 1}, or over the rank alone {rank}; any
+// other group, or one without this rank, is InvalidArgument naming it.
+//
 // Errors: Wait() returns DeadlineExceeded when the timeout passes, naming the
-// operation (OpInfo); Aborted once any rank of the world has called Abort()
-// (a failed peer), naming that rank and its reason; InvalidArgument for a
-// receive buffer whose size differs from the matching send.
+// operation (OpInfo), which stays pending (a later Wait may still complete
+// it); Aborted once any rank of the world has called Abort() (a failed
+// peer), naming that rank and its reason; InvalidArgument for a receive
+// buffer whose size differs from the matching send. Test() and Wait() of a
+// request that is unknown, or was already reported complete, are NotFound.
 //
 // Thread safety: a Transport may be used from several threads of its rank at
 // once (the compute thread and the reduction thread).
@@ -58,9 +65,13 @@ enum class ReduceOp { kSum, kAverage };
 
 // A set of ranks taking part in a collective, in the same order on every
 // member (e.g. one pipeline stage's data-parallel replicas).
+// Two groups with the same ranks in another order are different groups:
+// a member's index (its reduce-scatter shard) is its position.
 struct Group {
   std::vector<int> ranks;
   int IndexOf(int rank) const;  // -1 when not a member
+  std::string ToString() const;  // "{0, 2}"
+  friend bool operator==(const Group&, const Group&) = default;
 };
 
 class Transport {
@@ -82,14 +93,16 @@ class Transport {
                                              const OpInfo& info) = 0;
 
   // Sums (or averages) `data` element-wise over `group`, in place.
-  // REQUIRES: this rank is in the group; every member posts the same group
-  // with the same element count, collectives in the same order.
+  // REQUIRES: every member posts the same group with the same element
+  // count, collectives in the same order. Errors: InvalidArgument when this
+  // rank is not in the group or the group was not requested (see above).
   virtual absl::StatusOr<RequestId> PostAllReduce(const Group& group, absl::Span<float> data,
                                                   ReduceOp op, const OpInfo& info) = 0;
 
   // Reduces `input` over `group` and leaves this member's shard (element
   // range [i * n, (i + 1) * n) for group index i, n = output.size()) in
-  // `output`. REQUIRES: input.size() == n * group size.
+  // `output`. Errors: as PostAllReduce's, and InvalidArgument when
+  // input.size() != n * group size.
   virtual absl::StatusOr<RequestId> PostReduceScatter(const Group& group,
                                                       absl::Span<const float> input,
                                                       absl::Span<float> output, ReduceOp op,
@@ -107,7 +120,8 @@ class Transport {
 
   // Marks this rank failed: every pending and future operation of every rank
   // in the world fails with Aborted naming this rank and `reason`. Backends
-  // spanning processes propagate it as far as they can (MPI_Abort for MPI).
+  // spanning processes propagate it as far as they can (MPI: a notice to
+  // every other process).
   virtual void Abort(const std::string& reason) = 0;
 
   // Bytes the transport currently holds on behalf of completed sends whose

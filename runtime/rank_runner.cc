@@ -19,6 +19,14 @@ std::shared_ptr<BufferProvider> MakeBuffers(const RankExecutable& exe, const Ran
 
 }  // namespace
 
+std::vector<Group> DataParallelGroups(int pp, int dp) {
+  std::vector<Group> groups(static_cast<size_t>(pp));
+  for (int r = 0; r < pp; ++r) {
+    for (int replica = 0; replica < dp; ++replica) groups[r].ranks.push_back(r + replica * pp);
+  }
+  return groups;
+}
+
 absl::StatusOr<std::unique_ptr<RankRunner>> RankRunner::Create(
     const Schedule& schedule, const Executable& executable, absl::Span<const RankMemoryPlan> plans,
     int world_rank, Transport& transport, StageFactory& factory, const ReplayOptions& options) {

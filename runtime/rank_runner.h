@@ -16,7 +16,10 @@
 //
 // Layout: world rank w is pipeline rank w mod pp of replica w / pp
 // (rank_executor.h), so transport.rank() must be w and transport.size()
-// pp x options.dp.
+// pp x options.dp. Pipeline rank r's gradients are reduced over its
+// data-parallel group {r, r + pp, ..., r + (dp - 1) pp}: with dp > 1 every
+// process of the job requests DataParallelGroups(pp, dp) from its world
+// (World::CreateGroups) before the first step; the replay driver does.
 //
 // Thread safety: one thread drives a runner; Snapshot() may be called from
 // another (the flight recorder is thread-safe).
@@ -43,6 +46,11 @@
 #include "stages/exec/stage.h"
 
 namespace jitpipe {
+
+// The collective groups a replay of pp x dp ranks reduces over, one per
+// pipeline rank r: {r, r + pp, ..., r + (dp - 1) pp}, the group index being
+// the replica. REQUIRES: pp >= 1, dp >= 1.
+std::vector<Group> DataParallelGroups(int pp, int dp);
 
 class RankRunner {
  public:

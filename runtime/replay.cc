@@ -19,7 +19,7 @@
 #include "base/atomic_file.h"
 #include "base/status_macros.h"
 #include "comm/flight_analysis.h"
-#include "comm/inproc/inproc_transport.h"
+#include "comm/inproc/inproc_world.h"
 #include "runtime/rank_report.h"
 #include "runtime/rank_runner.h"
 #include "scheduler/passes/validate.h"
@@ -448,7 +448,8 @@ absl::Status CheckInputs(const Schedule& schedule, const Executable& executable,
   if (options.steps < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--steps must be >= 1, got ", options.steps));
   }
-  RETURN_IF_ERROR(world.CheckLayout(schedule.pp, options.dp));
+  RETURN_IF_ERROR(world.CheckSize(schedule.pp * options.dp,
+                                  absl::StrCat("pp ", schedule.pp, " x dp ", options.dp)));
   if (plans.size() != static_cast<size_t>(schedule.pp) ||
       executable.ranks.size() != static_cast<size_t>(schedule.pp)) {
     return absl::InvalidArgumentError(absl::StrCat("the plans (", plans.size(),
@@ -492,6 +493,13 @@ absl::StatusOr<ReplayResult> RunReplay(const Schedule& schedule, const Executabl
                                        StageFactory& factory, World& world,
                                        const ReplayOptions& options) {
   RETURN_IF_ERROR(CheckInputs(schedule, executable, plans, world, options));
+  // Every process asks for the same groups, before any rank can reduce.
+  if (absl::Status groups =
+          world.CreateGroups(DataParallelGroups(schedule.pp, options.dp), options.timeout);
+      !groups.ok()) {
+    return absl::Status(groups.code(), absl::StrCat("requesting the data-parallel groups: ",
+                                                    groups.message()));
+  }
   Replay replay(schedule, executable, plans, world, options);
   return replay.Execute(factory);
 }

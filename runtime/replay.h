@@ -1,6 +1,6 @@
 // The replay driver: runs a lowered, planned schedule for real over any
 // World (comm/world.h) -- every rank a thread of this process
-// (CreateInProcessWorld), one rank per process of an MPI job (InitMpi) --
+// (CreateInProcessWorld), one rank per process of an MPI job (CreateMpiWorld) --
 // with one RankRunner (rank_runner.h) per local rank, each on a thread of
 // its own, and the same merge, failure report and flight records whatever
 // the backend.
@@ -8,7 +8,9 @@
 // Layout: pp x dp world ranks; world rank w is pipeline rank w mod pp of
 // data-parallel replica w / pp (w = replica * pp + rank); the data-parallel
 // group of pipeline rank r is {r, r + pp, ..., r + (dp - 1) pp}, reducing
-// the gradients of that rank's stages. Each rank has its own Stages
+// the gradients of that rank's stages; every process requests these groups
+// from the world (World::CreateGroups, DataParallelGroups in
+// rank_runner.h) before the first step. Each rank has its own Stages
 // (StageFactory::Make(stage, replica)), buffer provider, flight recorder and
 // executor, and its executor its own reduction thread.
 //
@@ -115,8 +117,9 @@ struct ReplayResult {
 // InvalidArgument when the world is not pp x dp ranks ("the world has 6
 // ranks but pp 4 x dp 2 needs 8"), for options out of range, plans that do
 // not fit the executable, or arena buffers over a rendezvous backend with a
-// schedule that deadlocks under strict semantics; otherwise the failure of
-// the run as described above.
+// schedule that deadlocks under strict semantics; the world's error,
+// prefixed "requesting the data-parallel groups: ", when CreateGroups
+// fails; otherwise the failure of the run as described above.
 absl::StatusOr<ReplayResult> RunReplay(const Schedule& schedule, const Executable& executable,
                                        absl::Span<const RankMemoryPlan> plans,
                                        StageFactory& factory, World& world,

@@ -40,11 +40,8 @@
 #include "tools/common_flags.h"
 #include "traces/chrome_trace_writer.h"
 #include "traces/timeline_trace.h"
-#if JITPIPE_HAVE_MPI
-#include "comm/mpi/mpi_transport.h"
+#include "comm/mpi/mpi_world.h"
 #include "runtime/mlp_gradients.h"
-#include "runtime/replay.h"
-#endif
 
 ABSL_DECLARE_FLAG(std::string, policy);  // cmd_plan.cc: jit | eager
 
@@ -67,11 +64,8 @@ namespace {
 
 constexpr double kMlpTolerance = 1e-5;
 
-#if JITPIPE_HAVE_MPI
-constexpr bool kHaveMpi = true;
-#else
-constexpr bool kHaveMpi = false;
-#endif
+// Set by jitpipe::comm_mpi (comm/CMakeLists.txt).
+constexpr bool kHaveMpi = JITPIPE_HAVE_MPI != 0;
 
 struct ReplayFlags {
   std::string backend;  // inproc | mpi
@@ -330,12 +324,11 @@ int RunReplay(const Command& command, const Invocation& invocation) {
     std::_Exit(kExitFailure);
   };
   absl::StatusOr<ReplayResult> result;
-#if JITPIPE_HAVE_MPI
   // --backend mpi: this process is one world rank of `mpirun -np pp*dp`
   // (runtime/replay.h); world rank 0 reports, the others only fail.
-  std::unique_ptr<MpiContext> mpi;
+  std::unique_ptr<MpiWorld> mpi;
   if (f.backend == "mpi") {
-    absl::StatusOr<std::unique_ptr<MpiContext>> started = InitMpi(nullptr, nullptr, {.dp = f.dp});
+    absl::StatusOr<std::unique_ptr<MpiWorld>> started = CreateMpiWorld(nullptr, nullptr, {});
     if (!started.ok()) return Fail(command, started.status());
     mpi = *std::move(started);
     result = jitpipe::RunReplay(plan->schedule, plan->executable, plan->plans, *factory, *mpi,
@@ -346,7 +339,6 @@ int RunReplay(const Command& command, const Invocation& invocation) {
     }
     if (result.ok() && mpi->rank() != 0) return kExitOk;
   }
-#endif
   if (f.backend == "inproc") {
     result = RunInProcess(plan->schedule, plan->executable, plan->plans, *factory, f.run);
   }

@@ -1,42 +1,151 @@
-// The in-process backend: every rank of a world is a thread of this process,
-// and bytes move by real copies between the ranks' buffers (the leveldb
-// NewMemEnv twin of the MPI and NCCL backends). It is jitpipe's embedded
-// default: no launcher, no setup.
+// The in-process transport: every rank of a world is a thread of this
+// process, and bytes move by real copies between the ranks' buffers (the
+// leveldb NewMemEnv twin of the MPI and NCCL backends). The fabric is what
+// every rank's transport posts into -- mailboxes, collectives, requests,
+// the requested groups and the job's abort state: the in-process
+// counterpart of MPI itself and comm/mpi/mpi_job.h. The world
+// (inproc_world.h) owns the fabric and one transport per rank.
+//
+// Internal to comm/inproc: nothing else includes this header.
 //
 // Protocol: eager. A send whose receive is already posted copies straight
-// into the receive buffer; otherwise the bytes are copied into the world's
+// into the receive buffer; otherwise the bytes are copied into the fabric's
 // staging area and the send completes at once (its buffer may be reused, as
 // after MPI's eager send); the receive copies them out when it is posted.
-// Staged bytes are reported by InFlightBytes(). Collectives complete when
-// every member has posted; the last member to post reduces, in group order,
-// so results are deterministic.
+// Staged bytes are reported by InFlightBytes(). A receive whose matching
+// send has another size fails naming both operations. Collectives complete
+// when every member has posted; the last member to post reduces, in group
+// order, so results are deterministic; members that post a different kind
+// or size of collective at the same position of their group fail.
 //
-// Thread safety: the world and all its transports may be used from any
+// Thread safety: the fabric and all its transports may be used from any
 // number of threads.
 #ifndef JITPIPE_COMM_INPROC_INPROC_TRANSPORT_H_
 #define JITPIPE_COMM_INPROC_INPROC_TRANSPORT_H_
 
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
 #include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "comm/transport.h"
-#include "comm/world.h"
 
 namespace jitpipe {
 
-// The World (comm/world.h) in one process: every rank is local; the
-// barrier counts the rank threads' arrivals; Gather and CollectAfterFailure
-// hand the payloads back as they are; Abort(w, reason) is rank w's
-// transport's Abort and releases the barrier with Aborted.
-class InProcessWorld : public World {
+class InProcessFabric {
  public:
-  // Bytes staged for sends whose receives were not posted yet, now (and,
-  // PeakInFlightBytes, at most), over the whole world.
-  virtual int64_t InFlightBytes() const = 0;
+  // A fabric for `size` ranks. `on_abort` runs once, on the aborting thread
+  // and without the fabric's lock, when the job is aborted.
+  InProcessFabric(int size, std::function<void()> on_abort);
+  InProcessFabric(const InProcessFabric&) = delete;
+  InProcessFabric& operator=(const InProcessFabric&) = delete;
+
+  int size() const { return size_; }
+
+  // Records `groups` as requested (World::CreateGroups). Errors: CheckGroups'.
+  absl::Status AddGroups(absl::Span<const Group> groups) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Aborts the job on behalf of `rank` (Transport::Abort); the first wins.
+  void Abort(int rank, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
+  // OK until the job is aborted; then Aborted "rank <r> failed: <reason>".
+  absl::Status AbortStatus() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  int64_t InFlightBytes() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t PeakInFlightBytes() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The transports' side (Transport's contract, for rank `self`).
+  absl::StatusOr<RequestId> Send(int self, int peer, uint64_t tag,
+                                 absl::Span<const std::byte> bytes, const OpInfo& info)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<RequestId> Recv(int self, int peer, uint64_t tag, absl::Span<std::byte> bytes,
+                                 const OpInfo& info) ABSL_LOCKS_EXCLUDED(mu_);
+  // An all-reduce (output == input) or a reduce-scatter.
+  absl::StatusOr<RequestId> PostCollective(int self, const Group& group, bool reduce_scatter,
+                                           absl::Span<const float> input,
+                                           absl::Span<float> output, ReduceOp op,
+                                           const OpInfo& info) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<bool> Test(RequestId id) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Wait(RequestId id, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Request {
+    bool done = false;
+    absl::Status status;
+    std::string what;  // "receive 2RECV_B3 from rank 3" for error messages
+  };
+  struct P2pKey {
+    int src;
+    int dst;
+    uint64_t tag;
+    friend bool operator==(const P2pKey&, const P2pKey&) = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const P2pKey& k) {
+      return H::combine(std::move(h), k.src, k.dst, k.tag);
+    }
+  };
+  struct PendingRecv {
+    RequestId id;
+    absl::Span<std::byte> bytes;
+  };
+  struct StagedSend {
+    std::vector<std::byte> bytes;
+    std::string what;
+  };
+  // One collective call, gathering its members' buffers until all have posted.
+  struct Collective {
+    bool reduce_scatter = false;
+    ReduceOp op = ReduceOp::kSum;
+    size_t count = 0;  // input elements per member
+    std::vector<RequestId> ids;
+    std::vector<absl::Span<const float>> inputs;
+    std::vector<absl::Span<float>> outputs;
+    int posted = 0;
+  };
+
+  absl::Status CheckPeer(int self, int peer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckGroup(int self, const Group& group) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  RequestId NewRequest(std::string what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Complete(RequestId id, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Copies a send's bytes into a posted receive and completes the receive.
+  void Deliver(const PendingRecv& recv, absl::Span<const std::byte> bytes,
+               const std::string& send_what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reduces in group order (deterministic) and completes every member.
+  void Reduce(Collective& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const int size_;
+  const std::function<void()> on_abort_;
+
+  mutable absl::Mutex mu_;
+  RequestId last_id_ ABSL_GUARDED_BY(mu_) = 0;
+  // node_hash_map: Wait() keeps a pointer to its Request while the lock is
+  // released inside Await, and other threads insert meanwhile.
+  absl::node_hash_map<RequestId, Request> requests_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<P2pKey, std::deque<PendingRecv>> recvs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<P2pKey, std::deque<StagedSend>> staged_ ABSL_GUARDED_BY(mu_);
+  std::set<std::vector<int>> groups_ ABSL_GUARDED_BY(mu_);  // requested
+  std::map<std::pair<int, std::vector<int>>, uint64_t> next_collective_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::vector<int>, uint64_t>, Collective> collectives_ ABSL_GUARDED_BY(mu_);
+  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t peak_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
+  std::string abort_message_ ABSL_GUARDED_BY(mu_);
 };
 
-// Creates a world of `size` ranks. REQUIRES: size >= 1.
-std::unique_ptr<InProcessWorld> CreateInProcessWorld(int size);
+// Rank `rank`'s Transport over `fabric`, which must outlive it.
+std::unique_ptr<Transport> NewInProcessTransport(InProcessFabric* fabric, int rank);
 
 }  // namespace jitpipe
 

@@ -2,6 +2,8 @@
 // MPI request in a table keyed by RequestId; Test() drives it with
 // MPI_Test and finishes it (size check, averaging, staged output) on
 // completion.
+#include "comm/mpi/mpi_transport.h"
+
 #include <climits>
 #include <cstring>
 #include <utility>
@@ -12,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "comm/mpi/mpi_error.h"
-#include "comm/mpi/mpi_world.h"
+#include "comm/mpi/mpi_job.h"
 
 namespace jitpipe {
 namespace {
@@ -70,12 +72,12 @@ absl::Status CheckCount(size_t count, absl::string_view unit, const Op& op) {
 
 class MpiTransport final : public Transport {
  public:
-  explicit MpiTransport(MpiWorld* world) : world_(world) {}
+  explicit MpiTransport(MpiJob* job) : job_(job) {}
   MpiTransport(const MpiTransport&) = delete;
   MpiTransport& operator=(const MpiTransport&) = delete;
 
-  int rank() const override { return world_->rank(); }
-  int size() const override { return world_->size(); }
+  int rank() const override { return job_->rank(); }
+  int size() const override { return job_->size(); }
   absl::StatusOr<RequestId> PostSend(int peer, uint64_t tag, absl::Span<const std::byte> bytes,
                                      const OpInfo& info) override;
   absl::StatusOr<RequestId> PostRecv(int peer, uint64_t tag, absl::Span<std::byte> bytes,
@@ -87,7 +89,7 @@ class MpiTransport final : public Transport {
                                               const OpInfo& info) override;
   absl::StatusOr<bool> Test(RequestId request) override;
   absl::Status Wait(RequestId request, absl::Duration timeout) override;
-  // Aborts the job (MpiWorld::Abort) and retires this rank's pending
+  // Aborts the job (MpiJob::Abort) and retires this rank's pending
   // receives, so that MPI never writes into a buffer the caller frees next.
   void Abort(const std::string& reason) override;
 
@@ -105,9 +107,9 @@ class MpiTransport final : public Transport {
   // to MPI. Sets op.retired to Aborted with `abort`'s message.
   void Retire(Op& op, const absl::Status& abort) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  MpiWorld* const world_;
+  MpiJob* const job_;
 
-  absl::Mutex mu_;  // ordered before the world's MPI lock
+  absl::Mutex mu_;  // ordered before the job's MPI lock
   RequestId last_id_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<RequestId, Op> ops_ ABSL_GUARDED_BY(mu_);
   // Staging copies of collectives an abort left to MPI (see Retire).
@@ -118,18 +120,18 @@ absl::Status MpiTransport::CheckPeer(int peer, uint64_t tag, const Op& op) const
   if (peer < 0 || peer >= size() || peer == rank()) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank(), ": invalid peer ", peer));
   }
-  if (tag > static_cast<uint64_t>(world_->tag_ub())) {
+  if (tag > static_cast<uint64_t>(job_->tag_ub())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        Describe(op), ": tag ", tag, " exceeds this MPI's MPI_TAG_UB ", world_->tag_ub()));
+        Describe(op), ": tag ", tag, " exceeds this MPI's MPI_TAG_UB ", job_->tag_ub()));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<RequestId> MpiTransport::Post(Op op, absl::string_view call,
                                              absl::FunctionRef<int(MPI_Request*)> post) {
-  RETURN_IF_ERROR(world_->AbortStatus());
+  RETURN_IF_ERROR(job_->AbortStatus());
   absl::Status posted =
-      world_->Locked([&] { return MpiStatus(post(&op.request), call, __FILE__, __LINE__); });
+      job_->Locked([&] { return MpiStatus(post(&op.request), call, __FILE__, __LINE__); });
   if (!posted.ok()) {
     return absl::Status(posted.code(), absl::StrCat(Describe(op), ": ", posted.message()));
   }
@@ -147,7 +149,7 @@ absl::StatusOr<RequestId> MpiTransport::PostSend(int peer, uint64_t tag,
   RETURN_IF_ERROR(CheckCount(bytes.size(), "bytes", op));
   return Post(std::move(op), "MPI_Isend", [&](MPI_Request* request) {
     return MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, peer,
-                     static_cast<int>(tag), world_->p2p(), request);
+                     static_cast<int>(tag), job_->p2p(), request);
   });
 }
 
@@ -158,13 +160,13 @@ absl::StatusOr<RequestId> MpiTransport::PostRecv(int peer, uint64_t tag,
   RETURN_IF_ERROR(CheckCount(bytes.size(), "bytes", op));
   return Post(std::move(op), "MPI_Irecv", [&](MPI_Request* request) {
     return MPI_Irecv(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, peer,
-                     static_cast<int>(tag), world_->p2p(), request);
+                     static_cast<int>(tag), job_->p2p(), request);
   });
 }
 
 absl::StatusOr<RequestId> MpiTransport::PostAllReduce(const Group& group, absl::Span<float> data,
                                                       ReduceOp reduce, const OpInfo& info) {
-  ASSIGN_OR_RETURN(MPI_Comm comm, world_->GroupComm(group));
+  ASSIGN_OR_RETURN(MPI_Comm comm, job_->GroupComm(group));
   const int members = static_cast<int>(group.ranks.size());
   Op op{.kind = OpKind::kAllReduce, .group_size = members, .info = info};
   if (reduce == ReduceOp::kAverage) op.average = data;
@@ -179,7 +181,7 @@ absl::StatusOr<RequestId> MpiTransport::PostReduceScatter(const Group& group,
                                                           absl::Span<const float> input,
                                                           absl::Span<float> output, ReduceOp reduce,
                                                           const OpInfo& info) {
-  ASSIGN_OR_RETURN(MPI_Comm comm, world_->GroupComm(group));
+  ASSIGN_OR_RETURN(MPI_Comm comm, job_->GroupComm(group));
   const size_t members = group.ranks.size();
   Op op{.kind = OpKind::kReduceScatter, .group_size = static_cast<int>(members), .info = info};
   if (input.size() != output.size() * members) {
@@ -226,12 +228,12 @@ void MpiTransport::Retire(Op& op, const absl::Status& abort) {
   if (op.request == MPI_REQUEST_NULL) return;
   switch (op.kind) {
     case OpKind::kRecv:
-      world_->Locked([&] { return MPI_STATUS(MPI_Cancel(&op.request)); }).IgnoreError();
-      world_
+      job_->Locked([&] { return MPI_STATUS(MPI_Cancel(&op.request)); }).IgnoreError();
+      job_
           ->PollUntil(
               [&]() -> absl::StatusOr<bool> {
                 int done = 0;
-                RETURN_IF_ERROR(world_->Locked(
+                RETURN_IF_ERROR(job_->Locked(
                     [&] { return MPI_STATUS(MPI_Test(&op.request, &done, MPI_STATUS_IGNORE)); }));
                 return done != 0;
               },
@@ -240,7 +242,7 @@ void MpiTransport::Retire(Op& op, const absl::Status& abort) {
       [[fallthrough]];  // a receive MPI did not retire in time is freed like a send
     case OpKind::kSend:
       if (op.request != MPI_REQUEST_NULL) {
-        world_->Locked([&] { return MPI_STATUS(MPI_Request_free(&op.request)); }).IgnoreError();
+        job_->Locked([&] { return MPI_STATUS(MPI_Request_free(&op.request)); }).IgnoreError();
       }
       break;
     case OpKind::kAllReduce:
@@ -254,8 +256,8 @@ void MpiTransport::Retire(Op& op, const absl::Status& abort) {
 }
 
 void MpiTransport::Abort(const std::string& reason) {
-  world_->Abort(reason);
-  const absl::Status abort = world_->AbortStatus();
+  job_->Abort(reason);
+  const absl::Status abort = job_->AbortStatus();
   absl::MutexLock lock(&mu_);
   for (auto& [id, op] : ops_) {
     if (op.retired.ok()) Retire(op, abort);
@@ -272,11 +274,11 @@ absl::StatusOr<bool> MpiTransport::Test(RequestId id) {
     ops_.erase(it);
     return retired;
   }
-  const absl::Status abort = world_->AbortStatus();
+  const absl::Status abort = job_->AbortStatus();
   int done = 0;
   MPI_Status status;
   absl::Status tested =
-      world_->Locked([&] { return MPI_STATUS(MPI_Test(&op.request, &done, &status)); });
+      job_->Locked([&] { return MPI_STATUS(MPI_Test(&op.request, &done, &status)); });
   if (!tested.ok()) {
     if (op.kind == OpKind::kRecv && tested.code() == absl::StatusCode::kInvalidArgument) {
       tested = absl::InvalidArgumentError(
@@ -300,7 +302,7 @@ absl::StatusOr<bool> MpiTransport::Test(RequestId id) {
 }
 
 absl::Status MpiTransport::Wait(RequestId id, absl::Duration timeout) {
-  ASSIGN_OR_RETURN(bool done, world_->PollUntil([&] { return Test(id); }, absl::Now() + timeout));
+  ASSIGN_OR_RETURN(bool done, job_->PollUntil([&] { return Test(id); }, absl::Now() + timeout));
   if (done) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
   auto it = ops_.find(id);
@@ -311,8 +313,8 @@ absl::Status MpiTransport::Wait(RequestId id, absl::Duration timeout) {
 
 }  // namespace
 
-std::unique_ptr<Transport> NewMpiTransport(MpiWorld* world) {
-  return std::make_unique<MpiTransport>(world);
+std::unique_ptr<Transport> NewMpiTransport(MpiJob* job) {
+  return std::make_unique<MpiTransport>(job);
 }
 
 }  // namespace jitpipe

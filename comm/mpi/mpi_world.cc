@@ -1,181 +1,403 @@
+// The MPI world: MPI's lifetime in this process, the SIGTERM watcher, the
+// requested groups and the job-level collectives (contract: mpi_world.h).
 #include "comm/mpi/mpi_world.h"
 
-#include <algorithm>
-#include <cstring>
-#include <thread>
+#include <pthread.h>
+#include <signal.h>
 
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <numeric>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "comm/mpi/mpi_error.h"
+#include "comm/mpi/mpi_job.h"
+#include "comm/mpi/mpi_transport.h"
 
 namespace jitpipe {
 namespace {
 
-absl::Status Dup(MPI_Comm* comm) {
-  MPI_CALL(MPI_Comm_dup(MPI_COMM_WORLD, comm));
-  MPI_CALL(MPI_Comm_set_errhandler(*comm, MPI_ERRORS_RETURN));
-  return absl::OkStatus();
+constexpr absl::string_view kSigtermMessage =
+    "terminated by the launcher (SIGTERM): mpirun sends it once another process of the job "
+    "has died or exited with an error, or when mpirun itself is interrupted";
+
+constexpr absl::Duration kGraceAfterSigterm = absl::Milliseconds(500);
+
+// SIGTERM, blocked in this thread and every thread started after it, so
+// that only the watcher's sigwait takes it.
+class SigtermBlock {
+ public:
+  SigtermBlock() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, &previous_);
+  }
+  SigtermBlock(const SigtermBlock&) = delete;
+  SigtermBlock& operator=(const SigtermBlock&) = delete;
+  ~SigtermBlock() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+  const sigset_t& set() const { return set_; }
+
+ private:
+  sigset_t set_;
+  sigset_t previous_;
+};
+
+// The fingerprint of a group request (FNV-1a over the ranks, each group
+// closed by -1), so that processes can check they asked for the same list.
+uint64_t Fingerprint(absl::Span<const Group> groups) {
+  uint64_t hash = 14695981039346656037ull;
+  auto mix = [&hash](int64_t value) {
+    for (int byte = 0; byte < 8; ++byte) {
+      hash ^= static_cast<uint64_t>(value >> (8 * byte)) & 0xff;
+      hash *= 1099511628211ull;
+    }
+  };
+  for (const Group& group : groups) {
+    for (int rank : group.ranks) mix(rank);
+    mix(-1);
+  }
+  return hash;
+}
+
+class ProcessWorld final : public MpiWorld {
+ public:
+  ProcessWorld(std::unique_ptr<MpiJob> job, std::string host,
+               std::unique_ptr<SigtermBlock> sigterm)
+      : job_(std::move(job)),
+        transport_(NewMpiTransport(job_.get())),
+        host_(std::move(host)),
+        sigterm_(std::move(sigterm)) {
+    if (sigterm_ != nullptr) watcher_ = std::thread([this] { WatchSigterm(); });
+  }
+  ProcessWorld(const ProcessWorld&) = delete;
+  ProcessWorld& operator=(const ProcessWorld&) = delete;
+  ~ProcessWorld() override;
+
+  int rank() const override { return job_->rank(); }
+  int size() const override { return job_->size(); }
+  std::string name() const override { return "MPI"; }
+  const std::vector<int>& local_ranks() const override { return local_ranks_; }
+  Transport& transport(int world_rank) override {
+    (void)world_rank;  // REQUIRES: the local rank, rank()
+    return *transport_;
+  }
+  SendCompletion send_completion() const override { return SendCompletion::kRendezvous; }
+  absl::Status CheckSize(int needed, absl::string_view needed_by) const override {
+    if (size() == needed) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("the MPI world has ", size(), size() == 1 ? " process" : " processes",
+                     " but ", needed_by, " needs ", needed, " (mpirun -np ", needed, ")"));
+  }
+  absl::Status CreateGroups(absl::Span<const Group> groups, absl::Duration timeout) override;
+  absl::Status Barrier(int world_rank, absl::Duration timeout) override {
+    (void)world_rank;
+    return Barrier(timeout);
+  }
+  absl::StatusOr<std::vector<std::string>> Gather(absl::Span<const std::string> local,
+                                                  absl::Duration timeout) override {
+    if (local.size() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Gather: an MPI process runs one rank, not ", local.size()));
+    }
+    return Gather(absl::string_view(local[0]), timeout);
+  }
+  std::vector<std::optional<std::string>> CollectAfterFailure(absl::Span<const std::string> local,
+                                                              absl::Duration grace) override {
+    return CollectAfterFailure(local.empty() ? absl::string_view() : absl::string_view(local[0]),
+                               grace);
+  }
+  void Abort(int world_rank, const std::string& reason) override {
+    (void)world_rank;
+    transport_->Abort(reason);
+  }
+  int64_t PeakInFlightBytes() const override { return 0; }  // Open MPI buffers eagerly itself
+  const std::string& host() const override { return host_; }
+  Transport& transport() override { return *transport_; }
+  void RetainUntilEnd(std::shared_ptr<const void> object) override {
+    absl::MutexLock lock(&retained_mu_);
+    retained_.push_back(std::move(object));
+  }
+
+  absl::Status Barrier(absl::Duration timeout) override;
+  absl::Status Broadcast(std::string* bytes, absl::Duration timeout) override;
+  absl::StatusOr<std::vector<std::string>> Gather(absl::string_view bytes,
+                                                  absl::Duration timeout) override;
+  std::vector<std::optional<std::string>> CollectAfterFailure(absl::string_view payload,
+                                                              absl::Duration grace) override;
+  bool aborted() override { return job_->aborted(); }
+  void LeaveBeforeExit() override { End(); }
+
+ private:
+  void WatchSigterm();
+  // Stops the watcher and ends MPI: MPI_Finalize when this process's part
+  // ended in order (a failure report handed over, or no failure), else
+  // MPI_Abort, which has the launcher end every process. Once.
+  void End();
+  // Posts a job-level collective through `post` and waits for it.
+  absl::Status RunJobCollective(absl::string_view call, absl::string_view what, absl::Time deadline,
+                                absl::Duration timeout, absl::FunctionRef<int(MPI_Request*)> post);
+  std::vector<std::optional<std::string>> CollectAtRoot(absl::string_view payload,
+                                                        absl::Time deadline);
+  // The deadline of a failure exchange: `deadline`, or sooner once SIGTERM
+  // has arrived (it may arrive during the exchange).
+  absl::Time ExchangeDeadline(absl::Time deadline) const {
+    const int64_t sigterm_at = sigterm_at_ns_.load();
+    if (sigterm_at == INT64_MAX) return deadline;
+    return std::min(deadline, absl::FromUnixNanos(sigterm_at) + kGraceAfterSigterm);
+  }
+
+  // Destroyed last (members go in reverse order): after MPI_Finalize.
+  absl::Mutex retained_mu_;
+  std::vector<std::shared_ptr<const void>> retained_ ABSL_GUARDED_BY(retained_mu_);
+  std::unique_ptr<MpiJob> job_;
+  const std::vector<int> local_ranks_{job_->rank()};
+  std::unique_ptr<Transport> transport_;
+  const std::string host_;
+  std::unique_ptr<SigtermBlock> sigterm_;  // null: SIGTERM keeps its default
+  std::thread watcher_;
+  std::atomic<bool> stopping_{false};
+  // When SIGTERM arrived, in Unix nanoseconds (INT64_MAX until then):
+  // SIGKILL follows a second later (odls_base_sigkill_timeout).
+  std::atomic<int64_t> sigterm_at_ns_{INT64_MAX};
+  // CollectAfterFailure: called, and this process's part completed.
+  std::atomic<bool> collected_{false};
+  std::atomic<bool> collected_all_{false};
+  bool ended_ = false;  // End() ran (on the thread that created the world)
+};
+
+void ProcessWorld::WatchSigterm() {
+  int signal = 0;
+  while (sigwait(&sigterm_->set(), &signal) == 0 && !stopping_) {
+    int64_t never = INT64_MAX;
+    sigterm_at_ns_.compare_exchange_strong(never, absl::ToUnixNanos(absl::Now()));
+    job_->AbortLocally(absl::StrCat("rank ", rank(), " was ", kSigtermMessage));
+  }
+}
+
+ProcessWorld::~ProcessWorld() { End(); }
+
+void ProcessWorld::End() {
+  if (ended_) return;
+  ended_ = true;
+  if (watcher_.joinable()) {
+    stopping_ = true;
+    pthread_kill(watcher_.native_handle(), SIGTERM);
+    watcher_.join();
+  }
+  const bool clean = collected_ ? collected_all_.load() : !job_->aborted();
+  job_->Shutdown();
+  // The transport, the world and what callers retained are destroyed after
+  // MPI has ended: until then MPI may still write into their buffers.
+  if (clean) {
+    MPI_Finalize();
+  } else {
+    MPI_Abort(MPI_COMM_WORLD, 1);  // the launcher ends every process
+  }
+}
+
+absl::Status ProcessWorld::RunJobCollective(absl::string_view call, absl::string_view what,
+                                       absl::Time deadline, absl::Duration timeout,
+                                       absl::FunctionRef<int(MPI_Request*)> post) {
+  RETURN_IF_ERROR(job_->AbortStatus());
+  MPI_Request request = MPI_REQUEST_NULL;
+  RETURN_IF_ERROR(
+      job_->Locked([&] { return MpiStatus(post(&request), call, __FILE__, __LINE__); }));
+  return job_->Wait(&request, nullptr, deadline, timeout, what, /*ignore_abort=*/false);
+}
+
+// Every process checks the others' fingerprints (bounded: a nonblocking
+// all-gather), so that the splits below, which block, start only once
+// every process has arrived with the same list.
+absl::Status ProcessWorld::CreateGroups(absl::Span<const Group> groups, absl::Duration timeout) {
+  RETURN_IF_ERROR(CheckGroups(groups, size()));
+  uint64_t mine = Fingerprint(groups);
+  std::vector<uint64_t> all(static_cast<size_t>(size()));
+  RETURN_IF_ERROR(RunJobCollective(
+      "MPI_Iallgather", "the group request", absl::Now() + timeout, timeout,
+      [&](MPI_Request* r) {
+        return MPI_Iallgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, job_->job(), r);
+      }));
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] != all[0]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", r, " requested other groups than rank 0 (World::CreateGroups takes the same "
+          "list on every process)"));
+    }
+  }
+  return job_->AddGroups(groups);
+}
+
+absl::Status ProcessWorld::Barrier(absl::Duration timeout) {
+  return RunJobCollective("MPI_Ibarrier", "the job's barrier", absl::Now() + timeout, timeout,
+                          [&](MPI_Request* r) { return MPI_Ibarrier(job_->job(), r); });
+}
+
+absl::Status ProcessWorld::Broadcast(std::string* bytes, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  int64_t length = rank() == 0 ? static_cast<int64_t>(bytes->size()) : 0;
+  RETURN_IF_ERROR(RunJobCollective(
+      "MPI_Ibcast", "the broadcast from rank 0", deadline, timeout,
+      [&](MPI_Request* r) { return MPI_Ibcast(&length, 1, MPI_INT64_T, 0, job_->job(), r); }));
+  if (length > INT_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a broadcast of ", length, " bytes exceeds MPI's count limit"));
+  }
+  bytes->resize(static_cast<size_t>(length));
+  return RunJobCollective(
+      "MPI_Ibcast", "the broadcast from rank 0", deadline, timeout, [&](MPI_Request* r) {
+        return MPI_Ibcast(bytes->data(), static_cast<int>(length), MPI_CHAR, 0, job_->job(), r);
+      });
+}
+
+absl::StatusOr<std::vector<std::string>> ProcessWorld::Gather(absl::string_view bytes,
+                                                         absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  // All-gather the lengths so that every rank takes the same decision.
+  int64_t length = static_cast<int64_t>(bytes.size());
+  std::vector<int64_t> lengths(static_cast<size_t>(size()));
+  RETURN_IF_ERROR(RunJobCollective("MPI_Iallgather", "the gather to rank 0", deadline, timeout,
+                                   [&](MPI_Request* r) {
+                                     return MPI_Iallgather(&length, 1, MPI_INT64_T, lengths.data(),
+                                                           1, MPI_INT64_T, job_->job(), r);
+                                   }));
+  const int64_t total = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
+  if (total > INT_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a gather of ", total, " bytes exceeds MPI's count limit"));
+  }
+  std::vector<int> counts(lengths.begin(), lengths.end());
+  std::vector<int> offsets(counts.size(), 0);
+  std::partial_sum(counts.begin(), counts.end() - 1, offsets.begin() + 1);
+  std::string all(rank() == 0 ? static_cast<size_t>(total) : 0, '\0');
+  RETURN_IF_ERROR(RunJobCollective(
+      "MPI_Igatherv", "the gather to rank 0", deadline, timeout, [&](MPI_Request* r) {
+        return MPI_Igatherv(bytes.data(), static_cast<int>(bytes.size()), MPI_CHAR, all.data(),
+                            counts.data(), offsets.data(), MPI_CHAR, 0, job_->job(), r);
+      }));
+  std::vector<std::string> parts;
+  if (rank() != 0) return parts;
+  for (size_t r = 0; r < counts.size(); ++r) parts.push_back(all.substr(offsets[r], counts[r]));
+  return parts;
+}
+
+std::vector<std::optional<std::string>> ProcessWorld::CollectAfterFailure(absl::string_view payload,
+                                                                     absl::Duration grace) {
+  collected_ = true;
+  const absl::Time deadline = absl::Now() + grace;
+  if (rank() == 0) return CollectAtRoot(payload, deadline);
+  const std::string text(payload.substr(0, INT_MAX));
+  MPI_Request request = MPI_REQUEST_NULL;
+  absl::Status status = job_->Locked([&] {
+    return MPI_STATUS(MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, 0,
+                                MpiJob::kPayloadTag, job_->control(), &request));
+  });
+  bool taken = false;
+  if (status.ok()) {
+    absl::StatusOr<bool> done = job_->PollUntil(
+        [&]() -> absl::StatusOr<bool> {
+          int flag = 0;
+          RETURN_IF_ERROR(job_->Locked(
+              [&] { return MPI_STATUS(MPI_Test(&request, &flag, MPI_STATUS_IGNORE)); }));
+          taken = flag != 0;
+          return taken || absl::Now() >= ExchangeDeadline(deadline);
+        },
+        deadline);
+    taken = taken && done.ok();
+  }
+  // A send rank 0 never took is abandoned; MPI_Abort follows at the end.
+  collected_all_ = taken;
+  return {};
+}
+
+// Rank 0: matched probes (MPI_Improbe / MPI_Imrecv) take each payload, of a
+// size known only on arrival, from whichever rank sends it first.
+std::vector<std::optional<std::string>> ProcessWorld::CollectAtRoot(absl::string_view payload,
+                                                               absl::Time deadline) {
+  struct Incoming {
+    int source = 0;
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::string bytes;
+  };
+  std::vector<std::optional<std::string>> payloads(static_cast<size_t>(size()));
+  payloads[0] = std::string(payload);
+  int missing = size() - 1;
+  std::vector<std::unique_ptr<Incoming>> incoming;
+  // Under the MPI lock: take what has arrived, finish what has been taken.
+  auto take = [&]() -> absl::Status {
+    for (int found = 1; found;) {
+      MPI_Message message;
+      MPI_Status status;
+      MPI_CALL(MPI_Improbe(MPI_ANY_SOURCE, MpiJob::kPayloadTag, job_->control(), &found,
+                           &message, &status));
+      if (!found) break;
+      auto in = std::make_unique<Incoming>();
+      int count = 0;
+      MPI_Get_count(&status, MPI_CHAR, &count);
+      in->source = status.MPI_SOURCE;
+      in->bytes.resize(static_cast<size_t>(count));
+      MPI_CALL(MPI_Imrecv(in->bytes.data(), count, MPI_CHAR, &message, &in->request));
+      incoming.push_back(std::move(in));
+    }
+    for (auto& in : incoming) {
+      if (in->request == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      MPI_CALL(MPI_Test(&in->request, &done, MPI_STATUS_IGNORE));
+      if (done) {
+        payloads[static_cast<size_t>(in->source)] = std::move(in->bytes);
+        --missing;
+      }
+    }
+    return absl::OkStatus();
+  };
+  auto poll = [&]() -> absl::StatusOr<bool> {
+    RETURN_IF_ERROR(job_->Locked(take));
+    return missing == 0 || absl::Now() >= ExchangeDeadline(deadline);
+  };
+  absl::StatusOr<bool> polled = job_->PollUntil(poll, deadline);
+  collected_all_ = polled.ok() && missing == 0;
+  return payloads;
 }
 
 }  // namespace
 
-MpiWorld::MpiWorld(int rank, int size, int dp, int tag_ub, PollPolicy poll)
-    : rank_(rank), size_(size), dp_(dp), tag_ub_(tag_ub), poll_(poll) {
-  for (int replica = 0; replica < dp; ++replica) dp_group_.push_back(rank % pp() + replica * pp());
-}
-
-absl::StatusOr<std::unique_ptr<MpiWorld>> MpiWorld::Create(int dp, PollPolicy poll) {
-  int rank = 0;
-  int size = 0;
-  MPI_CALL(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-  MPI_CALL(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  MPI_CALL(MPI_Comm_size(MPI_COMM_WORLD, &size));
-  if (dp < 1 || size % dp != 0) {
+absl::StatusOr<std::unique_ptr<MpiWorld>> CreateMpiWorld(int* argc, char*** argv,
+                                                         const MpiOptions& options) {
+  if (options.spin_polls < 0 || options.poll_sleep < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the MPI world has ", size, " processes, which is not a multiple of dp ", dp));
+        absl::StrCat("MPI options out of range: spin_polls ", options.spin_polls,
+                     ", poll_sleep ", absl::FormatDuration(options.poll_sleep)));
   }
-  void* attribute = nullptr;
-  int found = 0;
-  MPI_CALL(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attribute, &found));
-  const int tag_ub = found ? *static_cast<int*>(attribute) : 32767;  // MPI's guaranteed minimum
-  std::unique_ptr<MpiWorld> world(new MpiWorld(rank, size, dp, tag_ub, poll));
-  RETURN_IF_ERROR(world->CreateCommunicators());
-  return world;
-}
-
-absl::Status MpiWorld::CreateCommunicators() {
-  RETURN_IF_ERROR(Dup(&p2p_));
-  RETURN_IF_ERROR(Dup(&world_));
-  RETURN_IF_ERROR(Dup(&job_));
-  RETURN_IF_ERROR(Dup(&control_));
-  MPI_CALL(MPI_Comm_split(MPI_COMM_WORLD, /*color=*/rank_ % pp(), /*key=*/rank_ / pp(), &dp_comm_));
-  MPI_CALL(MPI_Comm_set_errhandler(dp_comm_, MPI_ERRORS_RETURN));
-  absl::MutexLock lock(&mu_);
-  MPI_CALL(MPI_Irecv(notice_, kMaxReasonBytes, MPI_CHAR, MPI_ANY_SOURCE, kAbortTag, control_,
-                     &notice_request_));
-  return absl::OkStatus();
-}
-
-void MpiWorld::Shutdown() {
-  // Only the notice receive is ours to retire; MPI_Finalize tolerates the
-  // rest (requests of a failed job are left to it, never cancelled: Open MPI
-  // cannot cancel a send).
-  absl::MutexLock lock(&mu_);
-  if (notice_request_ != MPI_REQUEST_NULL) {
-    MPI_Cancel(&notice_request_);
-    MPI_Request_free(&notice_request_);
+  int initialized = 0;
+  MPI_CALL(MPI_Initialized(&initialized));
+  if (initialized) return absl::FailedPreconditionError("MPI is already initialised");
+  // Blocked before MPI_Init, so that MPI's own threads inherit the mask.
+  auto sigterm = options.abort_on_sigterm ? std::make_unique<SigtermBlock>() : nullptr;
+  int provided = 0;
+  MPI_CALL(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+  auto fail = [](absl::Status status) {
+    MPI_Finalize();
+    return status;
+  };
+  if (provided < MPI_THREAD_SERIALIZED) {
+    return fail(absl::FailedPreconditionError(
+        absl::StrCat("this MPI provides thread level ", provided,
+                     "; the MPI backend needs MPI_THREAD_SERIALIZED")));
   }
-  for (MPI_Request& r : sent_notices_) {
-    if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
-  }
-}
-
-absl::StatusOr<MPI_Comm> MpiWorld::GroupComm(const Group& group) const {
-  if (group.ranks == dp_group_) return dp_comm_;
-  if (group.ranks.size() == 1 && group.ranks[0] == rank_) return MPI_COMM_SELF;
-  bool whole_world = static_cast<int>(group.ranks.size()) == size_;
-  for (int i = 0; whole_world && i < size_; ++i) whole_world = group.ranks[i] == i;
-  if (whole_world) return world_;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "rank ", rank_, ": group {", absl::StrJoin(group.ranks, ", "),
-      "} is not a communicator of this MPI world; collectives run over a pipeline rank's "
-      "data-parallel group (here {",
-      absl::StrJoin(dp_group_, ", "), "}; pp ", pp(), ", dp ", dp_,
-      "), the whole world or the rank alone"));
-}
-
-absl::Status MpiWorld::Locked(absl::FunctionRef<absl::Status()> call) {
-  absl::MutexLock lock(&mu_);
-  return call();
-}
-
-absl::Status MpiWorld::PollNoticeLocked() {
-  if (aborted_) return absl::AbortedError(abort_message_);
-  if (notice_request_ == MPI_REQUEST_NULL) return absl::OkStatus();
-  int arrived = 0;
-  MPI_Status status;
-  MPI_CALL(MPI_Test(&notice_request_, &arrived, &status));
-  if (!arrived) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<MpiJob>> job =
+      MpiJob::Create({options.spin_polls, options.poll_sleep});
+  if (!job.ok()) return fail(job.status());
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
   int length = 0;
-  MPI_Get_count(&status, MPI_CHAR, &length);
-  aborted_ = true;
-  abort_message_ =
-      absl::StrCat("rank ", status.MPI_SOURCE,
-                   " failed: ", absl::string_view(notice_, static_cast<size_t>(length)));
-  return absl::AbortedError(abort_message_);
-}
-
-absl::Status MpiWorld::AbortStatus() {
-  absl::MutexLock lock(&mu_);
-  absl::Status status = PollNoticeLocked();
-  // An MPI error while polling the notice says nothing about the job.
-  return status.code() == absl::StatusCode::kAborted ? status : absl::OkStatus();
-}
-
-void MpiWorld::Abort(absl::string_view reason) {
-  absl::MutexLock lock(&mu_);
-  PollNoticeLocked().IgnoreError();  // a notice that arrived first wins
-  if (aborted_) return;
-  aborted_ = true;
-  abort_message_ = absl::StrCat("rank ", rank_, " failed: ", reason);
-  sent_reason_ = std::string(reason.substr(0, kMaxReasonBytes));
-  // Nonblocking and never waited for: a notice to a dead process must not
-  // block the abort. Small messages go eagerly, so the others get them.
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer == rank_) continue;
-    MPI_Request request = MPI_REQUEST_NULL;
-    if (MPI_Isend(sent_reason_.data(), static_cast<int>(sent_reason_.size()), MPI_CHAR, peer,
-                  kAbortTag, control_, &request) == MPI_SUCCESS) {
-      sent_notices_.push_back(request);
-    }
-  }
-}
-
-void MpiWorld::AbortLocally(absl::string_view message) {
-  absl::MutexLock lock(&mu_);
-  if (aborted_) return;
-  aborted_ = true;
-  abort_message_ = std::string(message);
-}
-
-absl::StatusOr<bool> MpiWorld::PollUntil(absl::FunctionRef<absl::StatusOr<bool>()> poll,
-                                         absl::Time deadline) const {
-  for (int polls = 0;; ++polls) {
-    absl::StatusOr<bool> done = poll();
-    if (!done.ok() || *done) return done;
-    if (absl::Now() >= deadline) return false;
-    if (polls < poll_.spin_polls) {
-      std::this_thread::yield();
-    } else {
-      absl::SleepFor(std::min(poll_.sleep, std::max(deadline - absl::Now(), absl::ZeroDuration())));
-    }
-  }
-}
-
-absl::Status MpiWorld::Wait(MPI_Request* request, MPI_Status* status, absl::Time deadline,
-                            absl::Duration timeout, absl::string_view what, bool ignore_abort) {
-  MPI_Status ignored;
-  MPI_Status* out = status == nullptr ? &ignored : status;
-  absl::StatusOr<bool> done = PollUntil(
-      [&]() -> absl::StatusOr<bool> {
-        // Tested before the abort is looked at: an operation that completed
-        // is reported complete even when the job has aborted since.
-        int flag = 0;
-        RETURN_IF_ERROR(Locked([&] { return MPI_STATUS(MPI_Test(request, &flag, out)); }));
-        if (flag == 0 && !ignore_abort) RETURN_IF_ERROR(AbortStatus());
-        return flag != 0;
-      },
-      deadline);
-  if (!done.ok()) {
-    if (done.status().code() != absl::StatusCode::kAborted) return done.status();
-    return absl::AbortedError(
-        absl::StrCat(done.status().message(), " (while waiting for ", what, ")"));
-  }
-  if (!*done) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("timed out after ", absl::FormatDuration(timeout), " waiting for ", what));
-  }
-  return absl::OkStatus();
+  if (MPI_Get_processor_name(name, &length) != MPI_SUCCESS) length = 0;
+  return std::make_unique<ProcessWorld>(
+      *std::move(job), std::string(name, static_cast<size_t>(length)), std::move(sigterm));
 }
 
 }  // namespace jitpipe

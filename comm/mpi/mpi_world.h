@@ -1,151 +1,139 @@
-// One process's share of an MPI job: the communicators, the one lock every
-// MPI call of the process is made under, the job's abort state and the
-// polling loop every bounded wait uses. The transport (mpi_transport.cc) and
-// the context (mpi_context.cc) are built on it.
+// The MPI backend's World (comm/world.h): one rank per process, launched by
+// mpirun on one or many machines (Open MPI 4.1). CreateMpiWorld() starts MPI
+// and returns the process's world, which owns MPI until it is destroyed and
+// holds the rank's Transport (mpi_transport.h). Mirrors
+// comm/inproc/inproc_world.h. This header does not include mpi.h (STYLE.md,
+// house style 9); nothing outside comm/mpi does.
 //
-// Internal to comm/mpi: this header includes mpi.h.
+// The world knows ranks, not layouts. The replay driver (runtime/replay.h)
+// runs pp x dp processes, world rank = replica * pp + pipeline rank, and
+// requests each pipeline rank's data-parallel group {r, r + pp, ...,
+// r + (dp - 1) pp} (CreateGroups: one communicator per group, the group
+// index its rank). `mpirun --map-by slot` fills the hosts of a hostfile in
+// rank order, so with `a slots=4` and `b slots=4` each replica's pipeline
+// runs on one host and only the gradient reductions cross hosts
+// (`--map-by node` would put pipeline neighbours on different hosts
+// instead). Nothing assumes one host.
 //
-// Communicators (each a duplicate or split of MPI_COMM_WORLD, each with
-// MPI_ERRORS_RETURN), so that no two kinds of traffic can match each other:
-//   p2p      the transport's sends and receives (tags are the runtime's)
-//   dp       this pipeline rank's data-parallel group (MPI_Comm_split with
-//            color = pipeline rank, key = replica: group index = replica)
-//   world    collectives over the whole world
-//   job      the context's job-level collectives (barrier, broadcast, gather)
-//   control  abort notices and the payloads collected after a failure
+// The World, on MPI: one local rank, rank(). CreateGroups first checks,
+// bounded by its timeout, that every process asks for the same list (an
+// MPI_Iallgather of the list's fingerprint on the job's own communicator:
+// InvalidArgument "rank 3 requested other groups than rank 0" on every
+// process otherwise), then splits MPI_COMM_WORLD once per new group. The
+// barrier, gather and failure collection are the one-rank calls below;
+// Abort(w, reason) is the transport's Abort; sends complete by rendezvous
+// (SendCompletion::kRendezvous). With abort_on_sigterm, SIGTERM (what
+// mpirun sends to every process once one has died or exited non-zero, a
+// second before SIGKILL) aborts the process's part of the job as well, so a
+// rank blocked in a wait fails with a clear error and can still write its
+// flight record.
 //
-// Locking: MPI_THREAD_SERIALIZED is all this needs. mu_ is held only for
-// the duration of nonblocking MPI calls (post, test, probe, cancel), never
-// while a thread sleeps or waits.
+// Ending a job:
+//   success: every process destroys its world: MPI_Finalize.
+//   failure: every process writes its flight record, calls
+//     CollectAfterFailure (each hands a payload, e.g. that record, to rank
+//     0, bounded by a grace period) and destroys its world: MPI_Finalize
+//     when its part of that exchange completed (rank 0: every payload
+//     arrived; the others: rank 0 took theirs), else MPI_Abort(1), because a
+//     dead process can then be reached only by the launcher.
+//   a rank stuck in a stage call: its process takes part in that exchange
+//     too, then ends MPI from its main thread (LeaveBeforeExit: the stuck
+//     thread makes no MPI call) and exits, so the job still ends in order.
 //
-// Thread safety: all methods may be called from any thread.
+// Thread safety: the world and its transport may be used from any thread.
 #ifndef JITPIPE_COMM_MPI_MPI_WORLD_H_
 #define JITPIPE_COMM_MPI_MPI_WORLD_H_
-
-#include <mpi.h>
 
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "comm/transport.h"
+#include "comm/world.h"
 
 namespace jitpipe {
 
-// How a waiting thread polls: it yields between the first `spin_polls`
-// polls, then sleeps `sleep` between polls (oversubscribed ranks must not
-// busy-spin; ../shared/reference/ecosystem.md 4.3).
-struct PollPolicy {
+struct MpiOptions {
+  // A waiting thread yields between its first spin_polls polls, then sleeps
+  // poll_sleep between polls (oversubscribed ranks must not busy-spin).
   int spin_polls = 64;
-  absl::Duration sleep = absl::Microseconds(50);
+  absl::Duration poll_sleep = absl::Microseconds(50);
+  // Turn SIGTERM into an abort of this process's part of the job (see
+  // above). The signal is blocked in every thread and taken by a watcher
+  // thread with sigwait, so CreateMpiWorld must run before the process
+  // starts other threads.
+  bool abort_on_sigterm = true;
 };
 
-class MpiWorld {
+class MpiWorld : public World {
  public:
-  // Tags on the control communicator.
-  static constexpr int kAbortTag = 1;
-  static constexpr int kPayloadTag = 2;
-  // The longest abort reason a notice carries (longer ones are cut).
-  static constexpr int kMaxReasonBytes = 1024;
+  // Ends MPI (see "Ending a job"). REQUIRES: nothing uses the transport.
+  ~MpiWorld() override = default;
 
-  // REQUIRES: MPI is initialised; dp >= 1 divides the world size. Creates
-  // the communicators: collective over MPI_COMM_WORLD, so every process
-  // calls it once, in the same order. Errors: InvalidArgument when dp does
-  // not divide the world size; the MPI call's status otherwise.
-  static absl::StatusOr<std::unique_ptr<MpiWorld>> Create(int dp, PollPolicy poll);
+  using World::Barrier;
+  using World::CollectAfterFailure;
+  using World::Gather;
+  using World::transport;
 
-  MpiWorld(const MpiWorld&) = delete;
-  MpiWorld& operator=(const MpiWorld&) = delete;
-  ~MpiWorld() = default;  // makes no MPI call: MPI may be finalised by then
+  virtual int rank() const = 0;  // world rank
+  // The host this process runs on (MPI_Get_processor_name).
+  virtual const std::string& host() const = 0;
 
-  // Retires the world's own requests (the abort-notice receive, the notices
-  // sent). REQUIRES: called once, right before MPI_Finalize or MPI_Abort.
-  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+  // The rank's transport; owned by the world, valid while it lives.
+  virtual Transport& transport() = 0;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  int pp() const { return size_ / dp_; }
-  int dp() const { return dp_; }
-  int tag_ub() const { return tag_ub_; }
-  const std::vector<int>& dp_group() const { return dp_group_; }
+  // Keeps `object` alive until MPI has ended (finalised or aborted). After a
+  // failure MPI may still write into the buffers of operations it cannot
+  // cancel (a nonblocking collective); a caller hands them over here
+  // instead of freeing them.
+  void RetainUntilEnd(std::shared_ptr<const void> object) override = 0;
 
-  MPI_Comm p2p() const { return p2p_; }
-  MPI_Comm job() const { return job_; }
-  MPI_Comm control() const { return control_; }
-  // The communicator for a collective over `group`: this rank's dp group,
-  // the whole world in rank order, or this rank alone (MPI_COMM_SELF).
-  // Errors: InvalidArgument naming the group and the layout.
-  absl::StatusOr<MPI_Comm> GroupComm(const Group& group) const;
+  // Job-level collectives on a communicator of their own, for setup and
+  // results. Every process calls them in the same order. Each is bounded:
+  // DeadlineExceeded after `timeout`, Aborted once the job is aborted.
+  virtual absl::Status Barrier(absl::Duration timeout) = 0;
+  // Rank 0's `bytes` replace everyone else's.
+  virtual absl::Status Broadcast(std::string* bytes, absl::Duration timeout) = 0;
+  // At rank 0: every rank's `bytes`, by rank. Elsewhere: an empty vector.
+  virtual absl::StatusOr<std::vector<std::string>> Gather(absl::string_view bytes,
+                                                          absl::Duration timeout) = 0;
 
-  // Runs `call` with the MPI lock held and returns its status. Every MPI
-  // call of the process (after MPI_Init) goes through here.
-  absl::Status Locked(absl::FunctionRef<absl::Status()> call) ABSL_LOCKS_EXCLUDED(mu_);
+  // After a failure (the job is aborted or about to end): hands `payload`
+  // to rank 0, even once the job is aborted. At rank 0 returns every rank's
+  // payload by rank (its own included), nullopt for those that did not
+  // arrive within `grace`; elsewhere returns an empty vector once rank 0 has
+  // taken the payload or `grace` has passed. After a SIGTERM the grace is at
+  // most 0.5 s: mpirun sends SIGKILL a second later. Call it at most once.
+  virtual std::vector<std::optional<std::string>> CollectAfterFailure(absl::string_view payload,
+                                                                      absl::Duration grace) = 0;
 
-  // OK until the job is aborted; then Aborted with the first cause ("rank 2
-  // failed: <reason>"). Polls for an abort notice from another process.
-  absl::Status AbortStatus() ABSL_LOCKS_EXCLUDED(mu_);
-  bool aborted() ABSL_LOCKS_EXCLUDED(mu_) { return !AbortStatus().ok(); }
-
-  // Aborts the job: this process's operations fail from now on with
-  // Aborted "rank <this rank> failed: <reason>", and every other process is
-  // sent a notice saying so (the first abort wins; later calls do nothing).
-  void Abort(absl::string_view reason) ABSL_LOCKS_EXCLUDED(mu_);
-  // Aborts this process only, with `message` as the cause (no notices:
-  // used when the launcher is already ending the job).
-  void AbortLocally(absl::string_view message) ABSL_LOCKS_EXCLUDED(mu_);
-
-  // Calls `poll` until it returns true or an error (returned as is), or
-  // `deadline` passes (returns false), sleeping per the poll policy in
-  // between. `poll` runs without the lock; it takes it through Locked().
-  absl::StatusOr<bool> PollUntil(absl::FunctionRef<absl::StatusOr<bool>()> poll,
-                                 absl::Time deadline) const;
-
-  // Waits for `request` (posted on one of the communicators) until it
-  // completes, `deadline` passes (DeadlineExceeded "timed out after <d>
-  // waiting for <what>") or, unless ignore_abort, the job aborts (Aborted;
-  // the request is then left to MPI). `status` may be null.
-  absl::Status Wait(MPI_Request* request, MPI_Status* status, absl::Time deadline,
-                    absl::Duration timeout, absl::string_view what, bool ignore_abort);
-
- private:
-  MpiWorld(int rank, int size, int dp, int tag_ub, PollPolicy poll);
-  absl::Status CreateCommunicators();
-  absl::Status PollNoticeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  // Const after Create().
-  const int rank_;
-  const int size_;
-  const int dp_;
-  const int tag_ub_;
-  const PollPolicy poll_;
-  std::vector<int> dp_group_;  // {r, r + pp, ...}, r = pipeline rank
-  MPI_Comm p2p_ = MPI_COMM_NULL;
-  MPI_Comm dp_comm_ = MPI_COMM_NULL;
-  MPI_Comm world_ = MPI_COMM_NULL;
-  MPI_Comm job_ = MPI_COMM_NULL;
-  MPI_Comm control_ = MPI_COMM_NULL;
-
-  absl::Mutex mu_;
-  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
-  std::string abort_message_ ABSL_GUARDED_BY(mu_);
-  // The receive posted for the first abort notice from any process.
-  MPI_Request notice_request_ ABSL_GUARDED_BY(mu_) = MPI_REQUEST_NULL;
-  char notice_[kMaxReasonBytes] ABSL_GUARDED_BY(mu_) = {};
-  // The notices this process sent, and their text (valid until finalize).
-  std::string sent_reason_ ABSL_GUARDED_BY(mu_);
-  std::vector<MPI_Request> sent_notices_ ABSL_GUARDED_BY(mu_);
+  // Whether this process's part of the job is aborted: by a failure here, a
+  // notice from another process, or SIGTERM (polls for notices). Any thread.
+  bool aborted() override = 0;
+  // Ends MPI now (see World): the destructor then makes no MPI call. A
+  // stuck process finalises like the others rather than have the job ended
+  // by MPI_Abort: mpirun 4.1 deadlocks or crashes in PMIx_server_finalize
+  // about one job in four when an abort races with the other processes'
+  // exits (tests/mpi/mpi_jobs_test.cc, MpiStuckStageJobTest).
+  void LeaveBeforeExit() override = 0;
 };
 
-// The Transport over `world` (mpi_transport.cc; contract in mpi_transport.h).
-// Borrows `world`, which must outlive it.
-std::unique_ptr<Transport> NewMpiTransport(MpiWorld* world);
+// The backend's factory. Starts MPI (MPI_Init_thread asking for
+// MPI_THREAD_SERIALIZED) and sets up this process's share of the job, whose
+// size is the launcher's. `argc`/`argv` are passed to MPI (may be null).
+// Call it once per process; the world owns MPI until destroyed.
+// Errors: Unavailable when this build has no MPI backend (Open MPI was not
+// found when it was configured); InvalidArgument when the options are out
+// of range; FailedPrecondition when MPI was already initialised or provides
+// less than MPI_THREAD_SERIALIZED; an MPI call's status otherwise (MPI is
+// finalised again before an error is returned).
+absl::StatusOr<std::unique_ptr<MpiWorld>> CreateMpiWorld(int* argc, char*** argv,
+                                                         const MpiOptions& options);
 
 }  // namespace jitpipe
 

@@ -3,7 +3,7 @@
 #include <thread>
 
 #include "base/atomic_file.h"
-#include "comm/inproc/inproc_transport.h"
+#include "comm/inproc/inproc_world.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

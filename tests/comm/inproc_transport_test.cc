@@ -1,7 +1,8 @@
-#include "comm/inproc/inproc_transport.h"
+// The in-process backend's own behaviour; what every backend does is in
+// transport_conformance_test.cc.
+#include "comm/inproc/inproc_world.h"
 
 #include <cstring>
-#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -12,7 +13,7 @@
 namespace jitpipe {
 namespace {
 
-using ::testing::HasSubstr;
+using ::jitpipe::testing::Message;
 
 std::vector<std::byte> Bytes(const std::string& s) {
   std::vector<std::byte> b(s.size());
@@ -57,24 +58,6 @@ TEST(InProcessTransportTest, SendPostedFirstCompletesAtOnceAndIsStaged) {
   EXPECT_EQ(world->PeakInFlightBytes(), 3);
 }
 
-TEST(InProcessTransportTest, MatchesByTagAndInOrderWithinATag) {
-  auto world = CreateInProcessWorld(2);
-  Transport& a = world->transport(0);
-  Transport& b = world->transport(1);
-  std::vector<std::byte> x = Bytes("x1"), y = Bytes("y1"), z = Bytes("x2");
-  ASSERT_OK(a.PostSend(1, 10, x, {}));
-  ASSERT_OK(a.PostSend(1, 20, y, {}));
-  ASSERT_OK(a.PostSend(1, 10, z, {}));
-  std::vector<std::byte> r1(2), r2(2), r3(2);
-  ASSERT_OK_AND_ASSIGN(RequestId q1, b.PostRecv(0, 20, absl::MakeSpan(r1), {}));
-  ASSERT_OK_AND_ASSIGN(RequestId q2, b.PostRecv(0, 10, absl::MakeSpan(r2), {}));
-  ASSERT_OK_AND_ASSIGN(RequestId q3, b.PostRecv(0, 10, absl::MakeSpan(r3), {}));
-  for (RequestId q : {q1, q2, q3}) EXPECT_OK(b.Wait(q, kLong));
-  EXPECT_EQ(Text(r1), "y1");
-  EXPECT_EQ(Text(r2), "x1");
-  EXPECT_EQ(Text(r3), "x2");
-}
-
 TEST(InProcessTransportTest, SizeMismatchFailsTheReceiveNamingBothSides) {
   auto world = CreateInProcessWorld(2);
   std::vector<std::byte> out = Bytes("abcd");
@@ -89,108 +72,56 @@ TEST(InProcessTransportTest, SizeMismatchFailsTheReceiveNamingBothSides) {
             "rank 1 has 4");
 }
 
-TEST(InProcessTransportTest, WaitTimesOutNamingTheOperation) {
-  auto world = CreateInProcessWorld(2);
-  std::vector<std::byte> in(1);
-  ASSERT_OK_AND_ASSIGN(RequestId recv,
-                       world->transport(1).PostRecv(0, 9, absl::MakeSpan(in),
-                                                    {.stage = 1, .microbatch = 3,
-                                                     .program_index = 17,
-                                                     .action = "1RECV_F3"}));
-  absl::Status s = world->transport(1).Wait(recv, kShort);
-  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(testing::Message(s),
-            "timed out after 50ms waiting for receive 1RECV_F3 from rank 0 (index 17)");
-}
-
-TEST(InProcessTransportTest, AbortFailsPendingAndLaterOperationsOfEveryRank) {
-  auto world = CreateInProcessWorld(3);
-  std::vector<std::byte> in(1);
-  ASSERT_OK_AND_ASSIGN(RequestId recv, world->transport(2).PostRecv(1, 0, absl::MakeSpan(in), {}));
-  std::thread waiter([&] {
-    absl::Status s = world->transport(2).Wait(recv, kLong);
-    EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
-    EXPECT_THAT(testing::Message(s), HasSubstr("rank 1 failed: stage exploded"));
-  });
-  world->transport(1).Abort("stage exploded");
-  waiter.join();
-  std::vector<std::byte> out(1);
-  EXPECT_EQ(world->transport(0).PostSend(2, 0, out, {}).status().code(),
-            absl::StatusCode::kAborted);
-}
-
-TEST(InProcessTransportTest, AllReduceSumsInGroupOrderAcrossThreads) {
-  constexpr int kRanks = 4;
-  auto world = CreateInProcessWorld(kRanks);
-  Group group{{0, 1, 2, 3}};
-  std::vector<std::vector<float>> data(kRanks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kRanks; ++r) {
-    data[r] = {static_cast<float>(r), 1.0f, 10.0f * r};
-    threads.emplace_back([&, r] {
-      auto id = world->transport(r).PostAllReduce(group, absl::MakeSpan(data[r]), ReduceOp::kSum,
-                                                  {});
-      ASSERT_OK(id);
-      EXPECT_OK(world->transport(r).Wait(*id, kLong));
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(data[r], (std::vector<float>{6, 4, 60}));
-}
-
-TEST(InProcessTransportTest, ReduceScatterLeavesEachMemberItsAveragedShard) {
+// Members that post different collectives at the same position of their
+// group fail (MPI leaves such a mismatch undefined).
+TEST(InProcessTransportTest, AMismatchedCollectiveFailsTheMemberThatPostedIt) {
   auto world = CreateInProcessWorld(2);
   Group group{{0, 1}};
-  std::vector<float> in0 = {1, 2, 3, 4}, in1 = {3, 4, 5, 6};
-  std::vector<float> out0(2), out1(2);
-  ASSERT_OK_AND_ASSIGN(RequestId a, world->transport(0).PostReduceScatter(
-                                        group, in0, absl::MakeSpan(out0), ReduceOp::kAverage, {}));
-  ASSERT_OK_AND_ASSIGN(RequestId b, world->transport(1).PostReduceScatter(
-                                        group, in1, absl::MakeSpan(out1), ReduceOp::kAverage, {}));
-  EXPECT_OK(world->transport(0).Wait(a, kLong));
-  EXPECT_OK(world->transport(1).Wait(b, kLong));
-  EXPECT_EQ(out0, (std::vector<float>{2, 3}));
-  EXPECT_EQ(out1, (std::vector<float>{4, 5}));
+  std::vector<float> a(4), b(2), shard(1);
+  ASSERT_OK_AND_ASSIGN(RequestId first, world->transport(0).PostAllReduce(
+                                            group, absl::MakeSpan(a), ReduceOp::kSum, {}));
+  ASSERT_OK_AND_ASSIGN(RequestId second, world->transport(1).PostReduceScatter(
+                                             group, b, absl::MakeSpan(shard), ReduceOp::kSum, {}));
+  EXPECT_EQ(Message(world->transport(1).Wait(second, kLong)),
+            "rank 1 posted a different collective or size at position 0 of group {0, 1}");
+  EXPECT_EQ(world->transport(0).Wait(first, kShort).code(), absl::StatusCode::kDeadlineExceeded);
 }
 
-// Many concurrent exchanges between all pairs, for ThreadSanitizer.
-TEST(InProcessTransportTest, ConcurrentExchangesDeliverEveryMessage) {
-  constexpr int kRanks = 4, kMessages = 200;
-  auto world = CreateInProcessWorld(kRanks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kRanks; ++r) {
-    threads.emplace_back([&, r] {
-      Transport& t = world->transport(r);
-      std::vector<std::vector<std::byte>> out(kRanks * kMessages, std::vector<std::byte>(8));
-      std::vector<std::vector<std::byte>> in(kRanks * kMessages, std::vector<std::byte>(8));
-      std::vector<RequestId> pending;
-      for (int m = 0; m < kMessages; ++m) {
-        for (int peer = 0; peer < kRanks; ++peer) {
-          if (peer == r) continue;
-          auto& o = out[peer * kMessages + m];
-          int64_t value = r * 1000000 + peer * 1000 + m;
-          std::memcpy(o.data(), &value, 8);
-          auto s = t.PostSend(peer, m, o, {});
-          auto q = t.PostRecv(peer, m, absl::MakeSpan(in[peer * kMessages + m]), {});
-          ASSERT_OK(s);
-          ASSERT_OK(q);
-          pending.push_back(*s);
-          pending.push_back(*q);
-        }
-      }
-      for (RequestId id : pending) ASSERT_OK(t.Wait(id, kLong));
-      for (int m = 0; m < kMessages; ++m) {
-        for (int peer = 0; peer < kRanks; ++peer) {
-          if (peer == r) continue;
-          int64_t value = 0;
-          std::memcpy(&value, in[peer * kMessages + m].data(), 8);
-          EXPECT_EQ(value, peer * 1000000 + r * 1000 + m);
-        }
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(world->InFlightBytes(), 0);
+// Every rank is a thread of this process: a group request waits for nobody.
+TEST(InProcessWorldTest, GroupRequestsWaitForNobody) {
+  auto world = CreateInProcessWorld(4);
+  EXPECT_OK(world->CreateGroups({Group{{0, 2}}, Group{{3, 1}}}, absl::ZeroDuration()));
+  std::vector<float> data(2, 1.0f);
+  // {3, 1} was requested in that order; {1, 3} was not.
+  EXPECT_EQ(world->transport(1).PostAllReduce(Group{{1, 3}}, absl::MakeSpan(data),
+                                              ReduceOp::kSum, {})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_OK(world->transport(1).PostAllReduce(Group{{3, 1}}, absl::MakeSpan(data),
+                                              ReduceOp::kSum, {}));
+}
+
+TEST(InProcessWorldTest, BarrierTimeoutsAndAbortsSayWhereTheyWaited) {
+  auto world = CreateInProcessWorld(2);
+  EXPECT_EQ(Message(world->Barrier(0, kShort)),
+            "timed out after 50ms waiting at the step barrier for the other ranks");
+  std::thread aborter([&] {
+    absl::SleepFor(kShort);
+    world->Abort(1, "stage exploded");
+  });
+  // Rank 0's second barrier waits for rank 1's second call, which never comes.
+  EXPECT_EQ(Message(world->Barrier(0, kLong)),
+            "rank 1 failed: stage exploded (while waiting at the step barrier)");
+  aborter.join();
+  EXPECT_EQ(Message(world->Barrier(1, kLong)), "rank 1 failed: stage exploded");
+}
+
+TEST(InProcessWorldTest, GatherTakesOnePayloadPerRank) {
+  auto world = CreateInProcessWorld(2);
+  EXPECT_EQ(Message(world->Gather({"only one"}, kLong)), "Gather: 1 payloads for 2 local ranks");
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> all, world->Gather({"a", "b"}, kLong));
+  EXPECT_EQ(all, (std::vector<std::string>{"a", "b"}));
 }
 
 }  // namespace

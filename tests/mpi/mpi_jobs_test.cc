@@ -1,7 +1,9 @@
 // MPI jobs end to end, started the way a user starts them: `mpirun ... jitpipe
 // replay FILE --backend mpi` as 4 processes (pp 4) and 8 (pp 4 x dp 2),
-// compared with the in-process replay of the same file; the stall job and
-// the killed-rank job of mpi_runtime_test.cc, with what they leave behind.
+// compared with the in-process replay of the same file; a stage stuck in a
+// call; the killed-rank job of mpi_runtime_test.cc, with what it leaves
+// behind. (A stalled replay's flight records over MPI:
+// replay_conformance_mpi_stall.)
 //
 // Every mpirun is wrapped in `timeout -v -k 5 <limit>`: a job that hangs is
 // killed and the test fails on timeout's "sending signal" diagnostic; none
@@ -32,7 +34,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-using ::testing::StartsWith;
 using testing::CliResult;
 using testing::MakeTempDir;
 using testing::RunCli;
@@ -54,16 +55,18 @@ std::string ReadAll(const std::string& path) {
   return text.str();
 }
 
-// Runs `args` as `np` MPI processes, stdout and stderr apart.
-JobResult RunJob(int np, const std::vector<std::string>& args) {
+// Runs `args` as `np` MPI processes, stdout and stderr apart; `mpirun_flags`
+// go to mpirun.
+JobResult RunJob(int np, const std::vector<std::string>& args,
+                 const std::string& mpirun_flags = "") {
   const std::string dir = MakeTempDir("mpi_job");
   std::vector<std::string> quoted;
   for (const std::string& a : args) quoted.push_back(Quote(a));
   const std::string command = absl::StrCat(
       "timeout -v -k 5 ", kJobLimitSeconds, " ", JITPIPE_MPIEXEC,
       " --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none"
-      " --bind-to none -np ",
-      np, " ", absl::StrJoin(quoted, " "), " > ", dir, "/out 2> ", dir, "/err");
+      " --bind-to none ",
+      mpirun_flags, " -np ", np, " ", absl::StrJoin(quoted, " "), " > ", dir, "/out 2> ", dir, "/err");
   const int status = std::system(command.c_str());
   JobResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -146,7 +149,7 @@ TEST_P(MpiReplayCliTest, EqualsTheInProcessReplay) {
 // job (interleaved: two stages a rank), since each case is a whole mpirun
 // of instrumented processes and the others add no code path to the CLI.
 // The data-parallel reduction over MPI runs instrumented in
-// mpi_runtime_dp2_test.
+// replay_conformance_mpi (tests/runtime/replay_conformance_test.cc).
 std::vector<CliCase> CliCases() {
   if (testing::kSanitized) return {CliCase{"interleaved-1f1b"}};
   return {CliCase{"1f1b"},
@@ -172,8 +175,12 @@ TEST(MpiReplayCliTest, RefusesAWorldThatIsNotPpTimesDp) {
   JobResult dp = RunJob(3, {JITPIPE_CLI, "replay", file, "--backend", "mpi", "--stage", "mlp",
                             "--dp", "2"});
   EXPECT_NE(dp.exit_code, 0);
-  EXPECT_THAT(dp.err, HasSubstr("jitpipe replay: the MPI world has 3 processes, which is not a "
-                                "multiple of dp 2\n"));
+  // The MPI world no longer knows dp (it used to refuse "3 processes, which
+  // is not a multiple of dp 2" when it started): the replay's size check
+  // says what the job needs.
+  EXPECT_THAT(dp.err, HasSubstr(absl::StrCat("jitpipe replay: ", file,
+                                             ": the MPI world has 3 processes but pp 4 x dp 2 "
+                                             "needs 8 (mpirun -np 8)\n")));
 }
 
 // Arena buffers over MPI: the executor completes a send before reusing its
@@ -210,21 +217,6 @@ TEST(MpiReplayCliTest, ArenaBuffersWithRendezvousMessages) {
                                      "--recv jit-rendezvous): deadlock under strict")));
 }
 
-// mpi_runtime_test.cc's MpiStallTest: a SEND dropped, every process stops
-// within the 2 s timeout and dumps; `jitpipe fr-analyze` names the receive
-// whose send is missing.
-TEST(MpiStallJobTest, EveryProcessDumpsAndFrAnalyzeNamesTheMissingSend) {
-  const std::string dir = MakeTempDir("mpi_stall");
-  JobResult r = RunJob(4, {JITPIPE_MPI_RUNTIME_TEST, "--gtest_filter=MpiStallTest.*",
-                           "--flight-dir=" + dir});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  for (int w = 0; w < 4; ++w) EXPECT_THAT(r.err, HasSubstr(absl::StrCat("rank ", w, " stopped: ")));
-  CliResult analysis = RunCli({"fr-analyze", dir});
-  EXPECT_EQ(analysis.exit_code, 1);
-  EXPECT_THAT(analysis.out, StartsWith("first unmatched: rank 1 waits at index "));
-  EXPECT_THAT(analysis.out, HasSubstr(" (1RECV_B3) for rank 2; rank 2's last op was "));
-}
-
 // Stage 1's forward takes ten minutes (a kernel that never returns, as far
 // as the job can tell). Ranks 2 and 3 time out after 1 s; rank 1's watchdog
 // finds the job aborted while rank 1 is still in its stage, writes rank 1's
@@ -259,8 +251,17 @@ TEST(MpiStuckStageJobTest, TheJobEndsAndTheAnalysisNamesTheStuckRank) {
 // mpirun says so and terminates the others (SIGTERM); each of them fails
 // at once with a clear error (no hang: timeout never fires), and rank 0's
 // report names the rank that did not answer.
+//
+// mpirun sends SIGKILL odls_base_sigkill_timeout after its SIGTERM (1 s by
+// default), and a process killed before it has printed its report leaves
+// nothing to check: under ASan with another 4-process job beside it on two
+// cores, the reports took longer and the job failed 4 runs of 4
+// (tools/stress-test.sh mpi 3 asan); with 5 s, 3 of 3 passed. The
+// processes' own bound after a SIGTERM (0.5 s, comm/mpi/mpi_world.h) is
+// what the test is about, not mpirun's.
 TEST(MpiKillJobTest, TheOthersFailWithAClearErrorAndNothingHangs) {
-  JobResult r = RunJob(4, {JITPIPE_MPI_RUNTIME_TEST, "--gtest_filter=MpiKillTest.*"});
+  JobResult r = RunJob(4, {JITPIPE_MPI_RUNTIME_TEST, "--gtest_filter=MpiKillTest.*"},
+                       "--mca odls_base_sigkill_timeout 5");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("noticed that process rank 2 with PID"));
   EXPECT_THAT(r.err, HasSubstr("exited on signal 9 (Killed)"));

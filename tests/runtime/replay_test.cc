@@ -1,6 +1,9 @@
 // The in-process driver end to end: every built-in schedule replayed with the
 // reference mlp equals the unpipelined reference trainer, measured memory
-// equals the plan, the arena runs without per-buffer allocations.
+// equals the plan, the arena runs without per-buffer allocations; stages
+// stuck in a call; the real files; the README's rank runner. What every
+// backend does (failure reports, reduce-scatter, timelines) is in
+// replay_conformance_test.cc.
 #include "runtime/replay.h"
 
 #include <algorithm>
@@ -15,7 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "base/status_macros.h"
 #include "comm/flight_analysis.h"
-#include "comm/inproc/inproc_transport.h"
+#include "comm/inproc/inproc_world.h"
 #include "runtime/rank_runner.h"
 
 #include "gmock/gmock.h"
@@ -154,81 +157,6 @@ absl::StatusOr<MlpReplay> PrepareMlp(const std::string& name, int pp, int m, int
   return PrepareMlp(*generated, dp, reduce);
 }
 
-// Wraps the mlp factory: one stage of one replica fails its forward of
-// microbatch 1.
-class FailingFactory final : public StageFactory {
- public:
-  FailingFactory(StageFactory* inner, int stage, int replica)
-      : inner_(inner), stage_(stage), replica_(replica) {}
-  absl::StatusOr<std::unique_ptr<Stage>> Make(int stage, int replica) override {
-    absl::StatusOr<std::unique_ptr<Stage>> made = inner_->Make(stage, replica);
-    if (!made.ok() || stage != stage_ || replica != replica_) return made;
-    return std::unique_ptr<Stage>(new Failing(*std::move(made)));
-  }
-
- private:
-  // Fails its forward of microbatch 1.
-  class Failing final : public testing::WrappedStage {
-   public:
-    using WrappedStage::WrappedStage;
-    absl::Status Forward(const ExecutionContext& ctx, int m, ConstBytes in, MutableBytes out,
-                         MutableBytes stash) override {
-      if (m == 1) return absl::InternalError("injected failure");
-      return WrappedStage::Forward(ctx, m, in, out, stash);
-    }
-  };
-
-  StageFactory* const inner_;
-  const int stage_, replica_;
-};
-
-// Rank 1 of replica 0 fails; its pipeline neighbour and the other replica
-// (waiting in the gradient all-reduce) stop with Aborted at once, long
-// before the 60 s timeout.
-TEST(InProcessRuntimeTest, AFailedRankStopsEveryOtherRank) {
-  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("1f1b", 2, 4, /*dp=*/2));
-  FailingFactory factory(r.factory.get(), /*stage=*/1, /*replica=*/0);
-  ReplayOptions options;
-  options.dp = 2;
-  absl::StatusOr<ReplayResult> result =
-      RunInProcess(r.plan.schedule, r.plan.executable, r.plan.plans, factory, options);
-  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
-  EXPECT_EQ(Message(result), "rank 1 (pipeline rank 1, replica 0), index 5 (1F1): injected "
-                             "failure; other ranks: aborted (0, 2, 3)");
-}
-
-// The missing SEND: rank 0's 0SEND_F1 becomes a no-op in the executable
-// (the validator would refuse a program without it, so the test edits what
-// it built; the executor runs the step as it finds it there).
-// Rank 1 waits for microbatch 1 forever and rank 0 for a gradient rank 1
-// never sends: with a 2 s timeout every rank dumps its flight record and
-// the analysis names the receive whose send is missing.
-TEST(InProcessRuntimeTest, AMissingSendTimesOutWithFlightRecordsThatNameIt) {
-  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("gpipe", 2, 2, 1));
-  const RankProgram& program = r.plan.schedule.ranks[0];
-  std::vector<ExecStep>& steps = r.plan.executable.ranks[0].steps;
-  auto send = std::find_if(steps.begin(), steps.end(), [&](const ExecStep& step) {
-    return program[step.index].ToString() == "0SEND_F1";
-  });
-  ASSERT_NE(send, steps.end());
-  send->kind = ActionKind::kReshard;
-  const std::string dir = MakeTempDir("missing_send");
-  ReplayOptions options;
-  options.timeout = absl::Seconds(2);
-  options.flight_dir = dir;
-  absl::StatusOr<ReplayResult> result =
-      RunInProcess(r.plan.schedule, r.plan.executable, r.plan.plans, *r.factory, options);
-  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(Message(result), HasSubstr("timed out after 2s waiting for receive"));
-  EXPECT_THAT(Message(result), HasSubstr("flight analysis (records in " + dir + "): "));
-  ASSERT_OK_AND_ASSIGN(std::vector<FlightRecord> records, LoadFlightRecords(dir));
-  ASSERT_EQ(records.size(), 2u);
-  FlightAnalysis analysis = AnalyzeFlightRecords(records);
-  EXPECT_FALSE(analysis.ok());
-  EXPECT_THAT(analysis.first, HasSubstr("rank 1 waits at index 2 (1RECV_F1) for rank 0"));
-  EXPECT_THAT(Message(result), HasSubstr("rank 1 waits at index 2 (1RECV_F1) for rank 0"));
-}
-
 // Wraps the mlp factory: one stage blocks until Release() (a kernel that
 // never returns, for as long as the test wants), in its forward of
 // microbatch 0 or in FinishStep at the end of the step.
@@ -346,57 +274,6 @@ TEST(InProcessRuntimeTest, OnStuckIsNotCalledWhenEveryRankEnds) {
   EXPECT_EQ(calls, 0);
 }
 
-// Reduce-scatter: each replica holds its shard of the summed gradients.
-TEST(InProcessRuntimeTest, ReduceScatterLeavesEachReplicaItsShard) {
-  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("interleaved-1f1b", 2, 4, 2,
-                                               ReduceKind::kReduceScatter));
-  ReplayOptions options;
-  options.dp = 2;
-  options.reduce = ReduceKind::kReduceScatter;
-  ASSERT_OK_AND_ASSIGN(ReplayResult result, RunInProcess(r.plan.schedule, r.plan.executable,
-                                                         r.plan.plans, *r.factory, options));
-  MlpReference reference = RunMlpReference(r.factory->options(), r.factory->layout());
-  ASSERT_OK_AND_ASSIGN(MlpComparison c, CompareWithReference(reference, result.step_loss[0],
-                                                             *r.factory,
-                                                             ReduceKind::kReduceScatter));
-  EXPECT_TRUE(c.Within(kTolerance)) << c.ToString();
-  // All-reduce checks would fail: the other shard holds one replica's sum.
-  ASSERT_OK_AND_ASSIGN(MlpComparison whole, CompareWithReference(reference, result.step_loss[0],
-                                                                 *r.factory,
-                                                                 ReduceKind::kAllReduce));
-  EXPECT_GT(whole.worst_grad_error, 1e-3);
-}
-
-// Several steps: identical losses (same parameters, same data), a timeline
-// of every step with reductions, memory samples and all spans in order.
-TEST(InProcessRuntimeTest, RunsSeveralStepsAndRecordsTheirTimeline) {
-  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("zbv", 2, 4, 1));
-  ReplayOptions options;
-  options.steps = 3;
-  options.record_timeline = true;
-  int reported = 0;
-  options.on_step = [&reported](int done) { reported = done; };
-  ASSERT_OK_AND_ASSIGN(ReplayResult result, RunInProcess(r.plan.schedule, r.plan.executable,
-                                                         r.plan.plans, *r.factory, options));
-  EXPECT_EQ(reported, 3);
-  ASSERT_EQ(result.step_loss.size(), 3u);
-  EXPECT_EQ(result.step_loss[0], result.step_loss[1]);
-  EXPECT_EQ(result.step_loss[0], result.step_loss[2]);
-  ASSERT_EQ(result.step_us.size(), 3u);
-  size_t spans = 0;
-  for (const RankExecutable& exe : r.plan.executable.ranks) spans += exe.steps.size();
-  EXPECT_EQ(result.timeline.spans.size(), 3 * spans);
-  int reductions = 0;
-  for (const TimelineSpan& span : result.timeline.spans) {
-    reductions += span.track == TimelineTrack::kReduce;
-  }
-  EXPECT_EQ(reductions, 3 * r.plan.schedule.num_stages());
-  EXPECT_FALSE(result.timeline.memory.empty());
-  for (const RankReplay& rank : result.ranks) {
-    EXPECT_EQ(rank.measured_peak_bytes, rank.planned_peak_bytes);
-  }
-}
-
 TEST(InProcessRuntimeTest, RefusesOptionsOutOfRange) {
   ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("gpipe", 2, 2, 1));
   ReplayOptions options;
@@ -416,6 +293,32 @@ TEST(InProcessRuntimeTest, RefusesOptionsOutOfRange) {
   EXPECT_EQ(Message(RunInProcess(r.plan.schedule, r.plan.executable, no_arena, *r.factory,
                                  options)),
             "rank 1: arena buffers need a plan with an arena");
+}
+
+// The in-process wording of the size check (replay_conformance_test.cc
+// checks its shape on every backend).
+TEST(InProcessRuntimeTest, RefusesAWorldOfAnotherSize) {
+  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("1f1b", 4, 8, 1));
+  std::unique_ptr<InProcessWorld> world = CreateInProcessWorld(6);
+  ReplayOptions options;
+  options.dp = 2;
+  EXPECT_EQ(Message(RunReplay(r.plan.schedule, r.plan.executable, r.plan.plans, *r.factory,
+                              *world, options)),
+            "the world has 6 ranks but pp 4 x dp 2 needs 8");
+}
+
+// The driver requests its groups before any rank starts; a world that
+// refuses (here: already aborted) fails the run there.
+TEST(InProcessRuntimeTest, ReportsAWorldThatRefusesTheGroups) {
+  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("1f1b", 2, 4, 2));
+  std::unique_ptr<InProcessWorld> world = CreateInProcessWorld(4);
+  world->Abort(3, "gone");
+  ReplayOptions options;
+  options.dp = 2;
+  absl::StatusOr<ReplayResult> result =
+      RunReplay(r.plan.schedule, r.plan.executable, r.plan.plans, *r.factory, *world, options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(Message(result), "requesting the data-parallel groups: rank 3 failed: gone");
 }
 
 // The real files (conformance/real) replay exactly: the compute-only ones

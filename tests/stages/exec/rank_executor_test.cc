@@ -15,7 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
 #include "comm/flight_recorder.h"
-#include "comm/inproc/inproc_transport.h"
+#include "comm/inproc/inproc_world.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memory/memory_plan.h"

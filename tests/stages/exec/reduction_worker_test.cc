@@ -4,7 +4,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/inproc/inproc_transport.h"
+#include "comm/inproc/inproc_world.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
