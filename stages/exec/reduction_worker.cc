@@ -44,7 +44,8 @@ absl::Status ReductionWorker::WaitAll(absl::Duration timeout) {
     return absl::DeadlineExceededError(absl::StrCat(
         "timed out after ", absl::FormatDuration(timeout), " waiting for ", unfinished_,
         " gradient reduction(s); the first is ",
-        queue_.empty() ? std::string("in progress") : queue_.front().info.action));
+        in_progress_.has_value() ? *in_progress_ : queue_.front().info.action,
+        in_progress_.has_value() ? " (in progress)" : " (not started)"));
   }
   absl::Status status = std::move(status_);
   status_ = absl::OkStatus();
@@ -77,12 +78,14 @@ void ReductionWorker::Loop() {
         --unfinished_;
         continue;
       }
+      in_progress_ = work.info.action;
     }
     const double start = NowUs();
     absl::Status status = Reduce(work);
     const double end = NowUs();
     absl::MutexLock lock(&mu_);
     spans_.push_back({work.info.program_index, start, end});
+    in_progress_.reset();
     if (!status.ok() && status_.ok()) {
       status_ = absl::Status(status.code(), absl::StrCat(work.info.action, ": ", status.message()));
     }

@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <deque>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -62,7 +63,8 @@ class ReductionWorker {
 
   // Waits until every started reduction has ended, at most `timeout`.
   // Returns the first failure (the transport's error, prefixed with the
-  // action), DeadlineExceeded when the time passes first. Clears the queue
+  // action), DeadlineExceeded when the time passes first, naming the first
+  // unfinished reduction and whether it had started. Clears the queue
   // of failed work so the worker can be reused for the next step.
   absl::Status WaitAll(absl::Duration timeout);
 
@@ -93,6 +95,7 @@ class ReductionWorker {
   absl::Mutex mu_;
   std::deque<Work> queue_ ABSL_GUARDED_BY(mu_);
   int unfinished_ ABSL_GUARDED_BY(mu_) = 0;  // queued or running
+  std::optional<std::string> in_progress_ ABSL_GUARDED_BY(mu_);  // the running one's action
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::vector<ReductionSpan> spans_ ABSL_GUARDED_BY(mu_);

@@ -91,8 +91,13 @@ TEST(ReductionWorkerTest, WaitAllIsBoundedByItsOwnTimeout) {
   worker.Start(absl::MakeSpan(grads), Info(1, 5));
   absl::Status status = worker.WaitAll(absl::Milliseconds(20));
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(Message(status), "timed out after 20ms waiting for 1 gradient reduction(s); the "
-                             "first is in progress");
+  // Whether the worker thread has taken the reduction up within the 20 ms
+  // depends on the machine's load; the message names it either way.
+  EXPECT_THAT(Message(status),
+              ::testing::AnyOf("timed out after 20ms waiting for 1 gradient reduction(s); the "
+                               "first is 1REDUCE_GRAD (in progress)",
+                               "timed out after 20ms waiting for 1 gradient reduction(s); the "
+                               "first is 1REDUCE_GRAD (not started)"));
   world->transport(1).Abort("test over");  // the worker's wait ends at once
 }
 
