@@ -195,6 +195,23 @@ TEST(CmdLowerTest, WaitOptionsAddWaitActions) {
   EXPECT_EQ(RunCli({"validate", dir + "/fsdp.json"}).exit_code, 0);
 }
 
+// The hand-written PyTorch main lowering (tests/testdata/pytorch_main),
+// through the CLI: generate, then lower with PyTorch's placement and its
+// waits, byte for byte.
+TEST(CmdLowerTest, EqualsTheHandWrittenPyTorchMainLowering) {
+  const std::string dir = MakeTempDir("lower");
+  ASSERT_EQ(RunCli({"generate", "--schedule", "interleaved-1f1b", "--pp", "2", "--microbatches",
+                    "2", "--stages-per-rank", "2", "-o", dir + "/c.csv"})
+                .exit_code,
+            0);
+  CliResult r = RunCli({"lower", dir + "/c.csv", "--recv", "early", "--fsdp", "--reduce-grad",
+                        "--defer-reduce-wait", "--wait-send", "-o", dir + "/w.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadFile(dir + "/w.csv"),
+            ReadFile(::jitpipe::testing::TestdataPath(
+                "pytorch_main/interleaved1f1b_pp2_mb2_v2_waits.csv")));
+}
+
 TEST(CmdLowerTest, UnknownFlagAndBadOutputExtensionAreUsageErrors) {
   const std::string dir = MakeTempDir("lower");
   WriteTextFile(dir + "/s.csv", "0F0,0B0\n1F0,1B0\n");
