@@ -222,7 +222,7 @@ Command ValidateCommand() {
           "Check a schedule: structure (every stage on one rank, per stage and microbatch one "
           "forward then one backward), send/receive matching (every SEND one RECV on the "
           "peer, a RECV before each compute that needs one) and deadlock freedom. A "
-          "compute-only FILE is lowered first with --recv jit (with --strict: --recv "
+          "compute-only FILE is lowered first with --recv jit (with --strict or --comms: --recv "
           "jit-rendezvous). Prints \"ok\" with a summary, then which transports the program is "
           "safe for: tag-matched ones (relaxed semantics: sends and receives matched by tag, "
           "sends that do not wait; jitpipe's transports, PyTorch's runtime) and, when it is "
