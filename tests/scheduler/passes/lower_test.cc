@@ -114,7 +114,8 @@ INSTANTIATE_TEST_SUITE_P(Pytorch, LowerConformanceTest,
 // stages per rank: whatever the generator accepts lowers (invariants checked
 // after every pass) with --recv jit to a program valid under relaxed
 // semantics, and with --recv jit-rendezvous to one valid under relaxed and
-// strict semantics.
+// strict semantics and under FIFO completion on communicators per edge and
+// per group.
 class LowerGeneratorGridTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LowerGeneratorGridTest, JitLoweringsAreDeadlockFree) {
@@ -134,6 +135,10 @@ TEST_P(LowerGeneratorGridTest, JitLoweringsAreDeadlockFree) {
             ASSERT_OK(Validate(*lowered, kRelaxed)) << what;
             if (recv == RecvPlacement::kJitRendezvous) {
               ASSERT_OK(Validate(*lowered, kStrict)) << what;
+              // What `lower --comms` relies on: safe under strict semantics,
+              // safe under FIFO completion in either communicator layout.
+              ASSERT_OK(Validate(*lowered, {.comms = CommLayout::kPerGroup})) << what;
+              ASSERT_OK(Validate(*lowered, {.comms = CommLayout::kPerEdge})) << what;
             }
           }
         }
