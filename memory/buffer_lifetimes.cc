@@ -32,7 +32,7 @@ class LifetimeBuilder {
   static Buffer Make(BufferKind kind, int stage, int mb, int64_t bytes);
   static void Produced(Buffer& b, int at, int last_use);
   void Received(Buffer& b, int recv, int consumer, int last_use) const;
-  void Sent(Buffer& b, int at, int send) const;
+  void Sent(Buffer& b, int at, int send, int wait) const;
   void Add(const Buffer& b) { buffers_.push_back(b); }
 
   const ProgramSlots& slots_;
@@ -74,10 +74,24 @@ void LifetimeBuilder::Received(Buffer& b, int recv, int consumer, int last_use) 
   b.free_timing = Eager() ? FreeTiming::kStepEnd : FreeTiming::kAfterAction;
 }
 
-void LifetimeBuilder::Sent(Buffer& b, int at, int send) const {
+// `wait` is the send's WAIT_SEND (kNoSlot: none): jit frees the buffer after
+// it, else once the transfer completes (or, SendRelease::kStepEnd, at the
+// step's end).
+void LifetimeBuilder::Sent(Buffer& b, int at, int send, int wait) const {
   b.alloc_index = b.needed_from = b.needed_until = at;
-  b.free_index = Eager() ? n_ - 1 : send;
-  b.free_timing = Eager() ? FreeTiming::kStepEnd : FreeTiming::kAfterSend;
+  if (Eager()) {
+    b.free_index = n_ - 1;
+    b.free_timing = FreeTiming::kStepEnd;
+  } else if (wait != kNoSlot) {
+    b.free_index = wait;
+    b.free_timing = FreeTiming::kAfterAction;
+  } else if (options_.send_release == SendRelease::kStepEnd) {
+    b.free_index = n_ - 1;
+    b.free_timing = FreeTiming::kStepEnd;
+  } else {
+    b.free_index = send;
+    b.free_timing = FreeTiming::kAfterSend;
+  }
 }
 
 // Input, stash and output of (stage, mb), all from its F.
@@ -105,7 +119,7 @@ void LifetimeBuilder::AddActivations(int stage, int mb) {
     output.bytes = std::max(cost.output_bytes, Cost(stage + 1).input_bytes);
     Produced(output, sl.f, std::max({sl.f, next.f, next.w, next.b}));
   } else if (slots_.NextRemote(stage)) {
-    Sent(output, sl.f, sl.send_f);
+    Sent(output, sl.f, sl.send_f, sl.wait_send_f);
   } else {
     Produced(output, sl.f, sl.f);
   }
@@ -131,7 +145,7 @@ void LifetimeBuilder::AddGradients(int stage, int mb) {
     grad.bytes = std::max(cost.input_bytes, Cost(stage - 1).output_bytes);
     Produced(grad, bw, std::max(bw, prev.LastBackward()));
   } else {
-    Sent(grad, bw, sl.send_b);
+    Sent(grad, bw, sl.send_b, sl.wait_send_b);
   }
   Add(grad);
 }
@@ -153,7 +167,12 @@ void LifetimeBuilder::AddStageBuffers(int stage) {
     held(BufferKind::kParamGrad, model_.GradBytes(stage), st.first_grad, end, FreeTiming::kStepEnd);
   }
   if (st.reduce != kNoSlot && model_.dp.ReducesInOtherDtype()) {
-    held(BufferKind::kReduce, model_.ReduceBytes(stage), st.reduce, end, FreeTiming::kStepEnd);
+    if (st.wait_reduce != kNoSlot) {
+      held(BufferKind::kReduce, model_.ReduceBytes(stage), st.reduce, st.wait_reduce,
+           FreeTiming::kAfterAction);
+    } else {
+      held(BufferKind::kReduce, model_.ReduceBytes(stage), st.reduce, end, FreeTiming::kStepEnd);
+    }
   }
   for (const auto& [unshard, reshard] : st.shards) {
     held(BufferKind::kParams, Cost(stage).param_bytes, unshard,

@@ -21,7 +21,9 @@
 //   stash       stash_bytes, allocated at F, freed after the last of I/W/B.
 //   output      output_bytes, allocated at F. Last stage: freed after F. Next
 //               stage remote: jit frees it after SEND_F, marked kAfterSend
-//               (the transfer completes later in time), eager at step end.
+//               (the transfer completes later in time), or, when the program
+//               waits for that send (WAIT_SEND_F), after the WAIT (it is
+//               over only once the transfer completed); eager at step end.
 //               Next stage on this rank: becomes that stage's input.
 //   output_grad output_bytes, received for I/B; none on the last stage. Next
 //               stage remote: allocated at RECV_B (jit, prefetch as above) or
@@ -30,7 +32,8 @@
 //               I/W/B (eager: received ones at step end).
 //   input_grad  input_bytes, produced by I or B; none on the first stage.
 //               Previous stage remote: jit frees after SEND_B (kAfterSend),
-//               eager at step end. Previous stage on this rank: becomes the
+//               or after its WAIT_SEND_B when there is one; eager at step
+//               end. Previous stage on this rank: becomes the
 //               output_grad of (s-1,m).
 // Per stage:
 //   param_grad  Model::GradBytes, allocated at the stage's first W or B, held
@@ -38,7 +41,8 @@
 //   reduce      Model::ReduceBytes, only when the stage has a REDUCE_GRAD and
 //               dp.reduce_dtype differs from grad_dtype: allocated at
 //               REDUCE_GRAD, held to step end (the async reduction is waited
-//               there).
+//               there), or freed after its WAIT_REDUCE_GRAD when there is
+//               one.
 //   params      param_bytes, FSDP only: from each UNSHARD to the next RESHARD
 //               of the stage (step end without one).
 // An OVERLAP_F_B is one index: both halves' allocations happen before it, both
@@ -135,12 +139,20 @@ enum class MemoryPolicy : uint8_t {
 absl::string_view MemoryPolicyName(MemoryPolicy policy);
 absl::StatusOr<MemoryPolicy> ParseMemoryPolicy(absl::string_view name);
 
+// kJit only: when a sent buffer without a WAIT_SEND of its send is freed.
+// One with a WAIT_SEND is freed after that WAIT under either.
+enum class SendRelease : uint8_t {
+  kOnCompletion,  // once its transfer completes (jitpipe; PyTorch main's polling)
+  kStepEnd,       // at the step's end (PyTorch's end-of-step drain)
+};
+
 struct LifetimeOptions {
   MemoryPolicy policy = MemoryPolicy::kJit;
   // kJit only: allocate each receive buffer at the prefetch-th compute action
   // before its first consumer (index 0 if there are fewer), or at its RECV if
   // that is earlier. 0: at the RECV.
   int prefetch = 0;
+  SendRelease send_release = SendRelease::kOnCompletion;
 };
 
 // One rank's buffers, ordered by alloc_index; ties in creation order: by

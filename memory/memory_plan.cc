@@ -158,9 +158,11 @@ absl::StatusOr<RankMemoryPlan> PlanRankMemory(const Schedule& schedule, const Mo
   RankMemoryPlan plan;
   plan.rank = rank;
   plan.options = options;
-  ASSIGN_OR_RETURN(plan.buffers,
-                   ComputeBufferLifetimes(schedule, model, rank,
-                                          LifetimeOptions{options.policy, options.prefetch}));
+  ASSIGN_OR_RETURN(
+      plan.buffers,
+      ComputeBufferLifetimes(schedule, model, rank,
+                             LifetimeOptions{options.policy, options.prefetch,
+                                             options.send_release}));
   plan.peak = PeakOf(LiveBytes(plan.buffers));
   plan.lower_bound = PeakOf(NeededBytes(plan.buffers));
   if (plan.peak.index >= 0) {

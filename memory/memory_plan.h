@@ -48,6 +48,7 @@ inline constexpr double kDefaultArenaSlack = 1.0 / 256;
 struct PlanOptions {
   MemoryPolicy policy = MemoryPolicy::kJit;
   int prefetch = 0;  // kJit only: see LifetimeOptions::prefetch
+  SendRelease send_release = SendRelease::kOnCompletion;  // kJit only: ditto
   int64_t alignment = kDefaultArenaAlignment;
   bool arena = true;  // false: lifetimes, peak and lower bound only (cheaper)
   // The arena search stops at the first layout whose bytes are at most

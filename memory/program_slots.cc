@@ -18,6 +18,8 @@ int* SlotFor(MicrobatchSlots& s, ActionKind kind) {
     case ActionKind::kRecvB: return &s.recv_b;
     case ActionKind::kSendF: return &s.send_f;
     case ActionKind::kSendB: return &s.send_b;
+    case ActionKind::kWaitSendF: return &s.wait_send_f;
+    case ActionKind::kWaitSendB: return &s.wait_send_b;
     default: return nullptr;
   }
 }
@@ -128,6 +130,17 @@ absl::Status ProgramSlots::RecordStageWide(const Action& action, int index) {
     st.reduce = index;
     return absl::OkStatus();
   }
+  if (action.kind == ActionKind::kWaitReduceGrad) {
+    if (st.reduce == kNoSlot) {
+      return Error(index, absl::StrCat("no REDUCE_GRAD of stage ", action.stage, " before it"));
+    }
+    if (st.wait_reduce != kNoSlot) {
+      return Error(index,
+                   absl::StrCat(action.ToString(), " already ran at index ", st.wait_reduce));
+    }
+    st.wait_reduce = index;
+    return absl::OkStatus();
+  }
   const bool open = !st.shards.empty() && st.shards.back().second == kNoSlot;
   if (action.kind == ActionKind::kUnshard) {
     if (open) {
@@ -146,6 +159,12 @@ absl::Status ProgramSlots::RecordStageWide(const Action& action, int index) {
 absl::Status ProgramSlots::CheckOrder(int stage, int mb) const {
   const MicrobatchSlots& sl = At(stage, mb);
   const std::string id = absl::StrCat("stage ", stage, " microbatch ", mb);
+  if (sl.wait_send_f != kNoSlot && (sl.send_f == kNoSlot || sl.send_f > sl.wait_send_f)) {
+    return Error(sl.wait_send_f, absl::StrCat("no SEND_F of ", id, " before it"));
+  }
+  if (sl.wait_send_b != kNoSlot && (sl.send_b == kNoSlot || sl.send_b > sl.wait_send_b)) {
+    return Error(sl.wait_send_b, absl::StrCat("no SEND_B of ", id, " before it"));
+  }
   for (int later : {sl.i, sl.w, sl.b, sl.send_f, sl.send_b}) {
     if (later != kNoSlot && (sl.f == kNoSlot || later < sl.f)) {
       return Error(later, absl::StrCat("no F of ", id, " before it"));

@@ -24,6 +24,7 @@ inline constexpr int kNoSlot = -1;
 struct MicrobatchSlots {
   int f = kNoSlot, i = kNoSlot, w = kNoSlot, b = kNoSlot;
   int recv_f = kNoSlot, recv_b = kNoSlot, send_f = kNoSlot, send_b = kNoSlot;
+  int wait_send_f = kNoSlot, wait_send_b = kNoSlot;  // PyTorch main's WAIT_SEND_F / _B
 
   int Backward() const { return b != kNoSlot ? b : i; }  // the first of I/B
   int LastBackward() const { return std::max({i, w, b}); }
@@ -31,6 +32,7 @@ struct MicrobatchSlots {
 
 struct StageSlots {
   int reduce = kNoSlot;
+  int wait_reduce = kNoSlot;                // its WAIT_REDUCE_GRAD
   int first_grad = kNoSlot;                 // the first W or B
   std::vector<std::pair<int, int>> shards;  // (UNSHARD, RESHARD or kNoSlot)
 };
@@ -40,10 +42,11 @@ class ProgramSlots {
   // Indexes `rank`'s program. Errors: InvalidArgument "rank R, index I
   // (ACTION): ..." for a bubble, a stage not on the rank, a microbatch out of
   // range, an action repeated, a SEND/RECV without a neighbour stage on
-  // another rank, UNSHARD/RESHARD out of pairs, and per (stage, microbatch):
-  // a backward or send before its F, a RECV_F missing or after F, a SEND_F
-  // missing, a RECV_B missing or after the first I/B, a SEND_B missing or
-  // before it, a RECV without its consumer.
+  // another rank, UNSHARD/RESHARD out of pairs, a WAIT_REDUCE_GRAD without
+  // a REDUCE_GRAD before it, and per (stage, microbatch): a backward or send
+  // before its F, a RECV_F missing or after F, a SEND_F missing, a RECV_B
+  // missing or after the first I/B, a SEND_B missing or before it, a RECV
+  // without its consumer, a WAIT_SEND without its SEND before it.
   // The schedule must outlive the result. REQUIRES: 0 <= rank < schedule.pp.
   static absl::StatusOr<ProgramSlots> Build(const Schedule& schedule, int rank);
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -24,7 +25,24 @@ ABSL_FLAG(std::string, recv, "jit",
 ABSL_FLAG(std::string, backward, "keep",
           "backward form: keep, split (B -> I, W) or merge (I W -> B, PyTorch's _merge_bw)");
 ABSL_FLAG(bool, fsdp, false, "add UNSHARD/RESHARD (PyTorch's 3-stage lookahead)");
+ABSL_FLAG(int, max_active_stages, jitpipe::kDefaultMaxActiveStages,
+          "with --fsdp: how many stages a rank keeps unsharded (where RESHARD goes; PyTorch's "
+          "max_active_stages)");
+ABSL_FLAG(std::string, unshard_lookahead, "full",
+          "with --fsdp: how early UNSHARD is issued, in distinct stages: full (the whole "
+          "residency window, the old behaviour), auto (min(rank + 2, max active stages), "
+          "PyTorch's rank-aware default), N, or one N per rank (comma-separated)");
 ABSL_FLAG(bool, reduce_grad, false, "add REDUCE_GRAD after each stage's last B or W");
+ABSL_FLAG(bool, defer_reduce_wait, false,
+          "with --reduce-grad: wait for each reduction (WAIT_REDUCE_GRAD) just before the "
+          "rank's next one, at most one outstanding (PyTorch's defer_reduce_grad_wait)");
+ABSL_FLAG(bool, wait_send, false,
+          "add WAIT_SEND_F after the local backward of each sent activation (PyTorch's "
+          "_add_wait_send): the activation is freed there");
+ABSL_FLAG(int, send_budget, 0,
+          "hold at most K sent buffers per rank, adding WAIT_SEND_F/B where a receive is "
+          "known posted (PyTorch's _add_wait_send_budget); 0: no budget");
+ABSL_DECLARE_FLAG(std::string, comms);  // tools/cmd_validate.cc
 ABSL_FLAG(std::string, dump_after, "",
           "print the step x rank grid of the program after this pass to stderr");
 
@@ -51,10 +69,51 @@ absl::StatusOr<LowerOptions> OptionsFromFlags() {
         absl::StrCat("--backward must be keep, split or merge, not \"", backward, "\""));
   }
   options.fsdp = absl::GetFlag(FLAGS_fsdp);
+  options.max_active_stages = absl::GetFlag(FLAGS_max_active_stages);
+  absl::StatusOr<UnshardLookahead> lookahead =
+      ParseUnshardLookahead(absl::GetFlag(FLAGS_unshard_lookahead));
+  if (!lookahead.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--unshard-lookahead must be full, auto, a number >= 1 or one number per "
+                     "rank (comma-separated), not \"",
+                     absl::GetFlag(FLAGS_unshard_lookahead), "\""));
+  }
+  options.unshard_lookahead = *lookahead;
+  if (!options.fsdp && (options.max_active_stages != kDefaultMaxActiveStages ||
+                        lookahead->kind != UnshardLookahead::Kind::kFull)) {
+    return absl::InvalidArgumentError("--max-active-stages and --unshard-lookahead need --fsdp");
+  }
+  if (options.max_active_stages < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-active-stages must be at least 1, not ", options.max_active_stages));
+  }
   options.reduce_grad = absl::GetFlag(FLAGS_reduce_grad);
+  options.defer_reduce_wait = absl::GetFlag(FLAGS_defer_reduce_wait);
+  if (options.defer_reduce_wait && !options.reduce_grad) {
+    return absl::InvalidArgumentError("--defer-reduce-wait needs --reduce-grad");
+  }
+  options.wait_send = absl::GetFlag(FLAGS_wait_send);
+  options.send_budget = absl::GetFlag(FLAGS_send_budget);
+  if (options.send_budget < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--send-budget must be 0 (none) or at least 1, not ", options.send_budget));
+  }
   options.overlap = absl::GetFlag(FLAGS_overlap);
   if (options.overlap && !options.reduce_grad) {
     return absl::InvalidArgumentError("--overlap needs --reduce-grad");
+  }
+  if (const std::string comms = absl::GetFlag(FLAGS_comms); !comms.empty()) {
+    absl::StatusOr<CommLayout> layout = ParseCommLayout(comms);
+    if (!layout.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--comms must be per-edge or per-group, not \"", comms, "\""));
+    }
+    if (options.recv == RecvPlacement::kEarly) {
+      return absl::InvalidArgumentError(
+          "--comms chooses the just-in-time placement for FIFO communicators; --recv early "
+          "is PyTorch's placement as it is (safe for them already)");
+    }
+    options.comms = *layout;
   }
   options.dump_after = absl::GetFlag(FLAGS_dump_after);
   if (!options.dump_after.empty()) {
@@ -113,8 +172,10 @@ Command LowerCommand() {
   return Command{
       .name = "lower",
       .synopsis = "lower FILE [--recv jit|jit-rendezvous|early] [--backward keep|split|merge] "
-                  "[--fsdp] [--reduce-grad] [--overlap [--model MODEL]] [--dump-after NAME] "
-                  "[-o FILE]",
+                  "[--fsdp [--max-active-stages N] [--unshard-lookahead N|auto|full]] "
+                  "[--reduce-grad [--defer-reduce-wait]] [--overlap [--model MODEL]] "
+                  "[--wait-send] [--send-budget K] [--comms per-edge|per-group] "
+                  "[--dump-after NAME] [-o FILE]",
       .summary = "Lower a compute-only schedule: add every send and receive (and, on request, "
                  "FSDP unshard/reshard and gradient reduction). --recv jit (the default) posts "
                  "each receive right before its consumer: deadlock-free under relaxed semantics "
@@ -126,10 +187,20 @@ Command LowerCommand() {
                  "PyTorch's _add_send_recv exactly. --overlap (with --reduce-grad) reorders Ws "
                  "so that gradient reductions hide under the compute that follows, never "
                  "raising a rank's "
-                 "activation-unit peak (with --model: its jit-planned peak). Writes JSON to "
-                 "stdout, or -o FILE (.json or .csv).",
-      .flags = {"recv", "backward", "fsdp", "reduce_grad", "overlap", "model", "layout", "partition", "dump_after",
-                "output", "legacy_names"},
+                 "activation-unit peak (with --model: its jit-planned peak). PyTorch main's "
+                 "options: --max-active-stages and --unshard-lookahead split FSDP residency "
+                 "from how early parameters are gathered; --defer-reduce-wait waits for each "
+                 "reduction just before the next one; --wait-send and --send-budget K add "
+                 "WAIT_SEND actions so sent buffers are freed early (the budget walks the "
+                 "program causally, so it stays deadlock-free). --comms per-edge or per-group "
+                 "lowers for NCCL-like communicators whose operations complete in FIFO order: "
+                 "--recv jit then places receives as jit-rendezvous does (a program safe under "
+                 "strict semantics is safe there; --recv jit alone is not: validate --comms "
+                 "shows the cycle), and the result is checked. Writes JSON to stdout, or -o "
+                 "FILE (.json or .csv).",
+      .flags = {"recv", "backward", "fsdp", "max_active_stages", "unshard_lookahead",
+                "reduce_grad", "defer_reduce_wait", "overlap", "wait_send", "send_budget",
+                "comms", "model", "dump_after", "output", "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,
       .run = RunLower,

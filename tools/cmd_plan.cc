@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -18,6 +19,7 @@
 #include "tools/memory_report.h"
 #include "tools/model_input.h"
 #include "stages/predict/predict.h"
+#include "stages/predict/pytorch_memory.h"
 #include "traces/chrome_trace_writer.h"
 #include "traces/planned_timeline.h"
 #include "traces/timeline_trace.h"
@@ -31,6 +33,7 @@ ABSL_FLAG(double, arena_slack, jitpipe::kDefaultArenaSlack,
           "stop the arena search at a layout within this fraction of the peak (0: search every "
           "ordering unless one reaches the peak)");
 ABSL_FLAG(int, map, -1, "also print this rank's buffers and an ASCII map of its arena");
+ABSL_DECLARE_FLAG(int, send_budget);  // tools/cmd_lower.cc
 
 namespace jitpipe::cli {
 namespace {
@@ -135,10 +138,92 @@ void PrintTable(const std::string& path, const PlanOptions& options,
               worst.peak_action.c_str());
 }
 
+std::string PeakText(const std::optional<int64_t>& peak) {
+  return peak.has_value() ? Bytes(*peak) : "-";
+}
+
+std::string PoolText(const PoolSize& size) {
+  return absl::StrFormat("%4d %11s", size.slots, Bytes(size.bytes));
+}
+
+// The PyTorch-runtime table: receive pools, the receive arena against the
+// best pool, and the jit peak under each send release policy.
+void PrintPyTorchTable(const PyTorchMemory& m, int asked_budget) {
+  std::printf(
+      "PyTorch's runtime: receive pools per stage and direction (A), per direction (B), per "
+      "rank (C), in slots and bytes; the receives in one arena; the jit peak with sent "
+      "buffers released at the step end (drain), once sent (poll), at _add_wait_send's waits "
+      "(wait-send), under send budget %d%s\n",
+      m.send_budget > 0 ? m.send_budget : asked_budget,
+      m.send_budget > asked_budget ? absl::StrCat(" (", asked_budget, " cannot be kept)").c_str()
+                                   : "");
+  std::printf("%4s %16s %16s %16s %11s %10s %12s %12s %12s %12s\n", "rank", "A", "B", "C",
+              "recv arena", "arena/best", "drain peak", "poll peak", "wait-send", "budget");
+  PoolSize a, b, c;
+  int64_t arena = 0;
+  for (const PyTorchMemoryRank& r : m.ranks) {
+    const RecvPools& p = r.pools;
+    std::printf("%4d %16s %16s %16s %11s %10.3f %12s %12s %12s %12s\n", r.rank,
+                PoolText(p.stage_direction).c_str(), PoolText(p.direction).c_str(),
+                PoolText(p.rank_pool).c_str(), Bytes(p.arena_bytes).c_str(),
+                Ratio(p.arena_bytes, p.best_pool_bytes()), Bytes(r.peaks.drain).c_str(),
+                Bytes(r.peaks.poll).c_str(), PeakText(r.peaks.wait_send).c_str(),
+                PeakText(r.peaks.budget).c_str());
+    a = {a.slots + p.stage_direction.slots, a.bytes + p.stage_direction.bytes};
+    b = {b.slots + p.direction.slots, b.bytes + p.direction.bytes};
+    c = {c.slots + p.rank_pool.slots, c.bytes + p.rank_pool.bytes};
+    arena += p.arena_bytes;
+  }
+  std::printf("%4s %16s %16s %16s %11s %10.3f\n", "sum", PoolText(a).c_str(), PoolText(b).c_str(),
+              PoolText(c).c_str(), Bytes(arena).c_str(),
+              Ratio(arena, std::min({a.bytes, b.bytes, c.bytes})));
+  if (!m.wait_send_error.empty()) std::printf("wait-send: %s\n", m.wait_send_error.c_str());
+  if (!m.budget_error.empty()) std::printf("budget: %s\n", m.budget_error.c_str());
+}
+
+std::string PoolJson(const PoolSize& size) {
+  return absl::StrCat("{\"slots\": ", size.slots, ", \"bytes\": ", size.bytes, "}");
+}
+
+std::string OptionalJson(const std::optional<int64_t>& value) {
+  return value.has_value() ? absl::StrCat(*value) : "null";
+}
+
+// The same as JSON: one object per rank, in rank order.
+std::string PyTorchJson(const PyTorchMemory& m) {
+  std::string out = absl::StrCat("{\"send_budget\": ", m.send_budget,
+                                 ", \"wait_send_error\": ", JsonQuote(m.wait_send_error),
+                                 ", \"budget_error\": ", JsonQuote(m.budget_error),
+                                 ", \"ranks\": [");
+  for (size_t i = 0; i < m.ranks.size(); ++i) {
+    const PyTorchMemoryRank& r = m.ranks[i];
+    const RecvPools& p = r.pools;
+    std::string stages;
+    for (const StagePool& sp : p.per_stage) {
+      absl::StrAppend(&stages, stages.empty() ? "" : ", ", "{\"stage\": ", sp.stage,
+                      ", \"direction\": \"", RecvDirectionName(sp.direction),
+                      "\", \"slots\": ", sp.size.slots, ", \"bytes\": ", sp.size.bytes, "}");
+    }
+    absl::StrAppend(
+        &out, i > 0 ? ",\n  " : "\n  ", "{\"rank\": ", r.rank, ", \"receives\": ", p.receives,
+        ", \"pool_per_stage_direction\": ", PoolJson(p.stage_direction),
+        ", \"pools_per_stage_direction\": [", stages, "]",
+        ", \"pool_per_direction\": ", PoolJson(p.direction),
+        ", \"pool_forward\": ", PoolJson(p.forward), ", \"pool_backward\": ", PoolJson(p.backward),
+        ", \"pool_per_rank\": ", PoolJson(p.rank_pool),
+        ", \"recv_arena_bytes\": ", p.arena_bytes,
+        ", \"peak_drain_bytes\": ", r.peaks.drain, ", \"peak_poll_bytes\": ", r.peaks.poll,
+        ", \"peak_wait_send_bytes\": ", OptionalJson(r.peaks.wait_send),
+        ", \"peak_budget_bytes\": ", OptionalJson(r.peaks.budget), "}");
+  }
+  absl::StrAppend(&out, "]}");
+  return out;
+}
+
 // `memory`: the all-of-it report of a version 2 model, printed after the
 // planner's table (or as "memory" in --json); absent for version 1.
 void PrintJson(const PlanOptions& options, const std::vector<RankRow>& rows,
-               const std::optional<MemoryReport>& memory) {
+               const PyTorchMemory& pytorch, const std::optional<MemoryReport>& memory) {
   std::string out = absl::StrCat("{\"policy\": \"", MemoryPolicyName(options.policy),
                                  "\", \"prefetch\": ", options.prefetch, ", \"ranks\": [");
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -152,7 +237,8 @@ void PrintJson(const PlanOptions& options, const std::vector<RankRow>& rows,
                     ", \"jit_peak_bytes\": ", r.jit_peak, ", \"eager_peak_bytes\": ", r.eager_peak,
                     ", \"buffers\": ", r.buffers, "}");
   }
-  absl::StrAppend(&out, "],\n \"worst_rank\": ", WorstRank(rows).rank);
+  absl::StrAppend(&out, "],\n \"worst_rank\": ", WorstRank(rows).rank,
+                  ",\n \"pytorch\": ", PyTorchJson(pytorch));
   if (memory.has_value()) absl::StrAppend(&out, ",\n \"memory\": ", MemoryJson(*memory).dump());
   absl::StrAppend(&out, "}\n");
   std::fputs(out.c_str(), stdout);
@@ -241,6 +327,12 @@ int RunPlan(const Command& command, const Invocation& invocation) {
     trace->SetMetadata("clock", simulated_trace ? "simulated" : "program index");
     if (absl::Status s = trace->Finish(); !s.ok()) return Fail(command, s);
   }
+  const int budget = std::max(1, absl::GetFlag(FLAGS_send_budget));
+  absl::StatusOr<PyTorchMemory> pytorch = PlanPyTorchMemory(*schedule, *model, {budget});
+  if (!pytorch.ok()) {
+    return Fail(command, absl::Status(pytorch.status().code(),
+                                      absl::StrCat(path, ": ", pytorch.status().message())));
+  }
   std::optional<MemoryReport> memory;
   if (staged->layered) {
     absl::StatusOr<MemoryReport> report =
@@ -252,9 +344,10 @@ int RunPlan(const Command& command, const Invocation& invocation) {
     memory = *std::move(report);
   }
   if (absl::GetFlag(FLAGS_json)) {
-    PrintJson(*options, rows, memory);
+    PrintJson(*options, rows, *pytorch, memory);
   } else {
     PrintTable(path, *options, rows);
+    PrintPyTorchTable(*pytorch, budget);
     if (memory.has_value()) {
       std::printf("\nmemory per rank, all of it (%s activations, %s cut; %s):\n%s%s\n",
                   std::string(MemoryPolicyName(options->policy)).c_str(), staged->how.c_str(),
@@ -272,7 +365,7 @@ Command PlanCommand() {
   return Command{
       .name = "plan",
       .synopsis = "plan FILE --model MODEL [--policy jit|eager] [--prefetch K] "
-                  "[--arena-slack F] [--json] [--trace OUT] [--map RANK]",
+                  "[--arena-slack F] [--send-budget K] [--json] [--trace OUT] [--map RANK]",
       .summary = "Plan the memory of a schedule (a compute-only FILE is lowered first, as "
                  "jitpipe lower does by default). Per rank: the peak under --policy, "
                  "the jit and eager peaks side by side, the liveness lower bound (what any "
@@ -281,14 +374,19 @@ Command PlanCommand() {
                  "a memory counter per rank and category: over simulated time when the model "
                  "gives compute times (the jitpipe simulate timeline, memory under --policy), "
                  "else over program index with the arena's high-water mark; --map prints one "
-                 "rank's buffers and an ASCII map of its arena. With a version 2 (layered) "
-                 "MODEL, cut into the schedule's stages (even, --layout or --partition "
-                 "balanced), it also prints each rank's memory, "
-                 "all of it: parameters, gradients, optimizer state, activations and buffers "
-                 "(the planner's peak), the total against the device limit, and the heaviest "
-                 "rank with how much it fits or misses by.",
-      .flags = {"model", "layout", "partition", "policy", "prefetch", "arena_slack", "json",
-                "trace", "map", "legacy_names"},
+                 "rank's buffers and an ASCII map of its arena. Then what PyTorch main's "
+                 "runtime would hold: its deterministic receive pool per stage and direction, "
+                 "per direction and per rank (slots and bytes), the same receive buffers in one "
+                 "arena, and the jit peak when sent buffers are released at the step end, once "
+                 "sent, at _add_wait_send's waits or under --send-budget K (default 1; the "
+                 "smallest budget the program's receive placement keeps is used). With a "
+                 "version 2 (layered) MODEL, cut into the schedule's stages (even, --layout or "
+                 "--partition balanced), it also prints each rank's memory, all of it: "
+                 "parameters, gradients, optimizer state, activations and buffers (the "
+                 "planner's peak), the total against the device limit, and the heaviest rank "
+                 "with how much it fits or misses by.",
+      .flags = {"model", "layout", "partition", "policy", "prefetch", "arena_slack",
+                "send_budget", "json", "trace", "map", "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,
       .run = RunPlan,

@@ -32,10 +32,13 @@ int64_t TransferId(const Schedule& s, Direction direction, int32_t stage, int32_
 TimelineTrack TrackOf(ActionKind kind) {
   switch (kind) {
     case ActionKind::kSendF:
-    case ActionKind::kSendB: return TimelineTrack::kSend;
+    case ActionKind::kSendB:
+    case ActionKind::kWaitSendF:  // a wait for a send: on the send track
+    case ActionKind::kWaitSendB: return TimelineTrack::kSend;
     case ActionKind::kRecvF:
     case ActionKind::kRecvB: return TimelineTrack::kRecv;
-    case ActionKind::kReduceGrad: return TimelineTrack::kReduce;
+    case ActionKind::kReduceGrad:
+    case ActionKind::kWaitReduceGrad: return TimelineTrack::kReduce;
     case ActionKind::kUnshard:
     case ActionKind::kReshard: return TimelineTrack::kUnshard;
     default: return TimelineTrack::kCompute;

@@ -6,9 +6,9 @@
 // Timeline::axis is TimelineAxis::kProgramIndex. Per rank r (timeline rank
 // = pipeline rank), action i of schedule.ranks[r] spans [i, i + 1] on
 //   kCompute  F, I, W, B, OVERLAP_F_B
-//   kSend     SEND_F, SEND_B        (with the transfer id)
+//   kSend     SEND_F, SEND_B        (with the transfer id), WAIT_SEND_F/B
 //   kRecv     RECV_F, RECV_B        (with the transfer id)
-//   kReduce   REDUCE_GRAD
+//   kReduce   REDUCE_GRAD, WAIT_REDUCE_GRAD
 //   kUnshard  UNSHARD, RESHARD
 // (a bubble spans nothing). Memory: a sample at index 0 and at every index
 // where a value changes, with the bytes live during that action by category

@@ -35,9 +35,10 @@ class Matcher {
     const size_t n = static_cast<size_t>(s.num_stages()) * mbs_;
     pos_.microbatches = mbs_;
     for (auto* table : {&pos_.send_f, &pos_.recv_f, &pos_.send_b, &pos_.recv_b, &forward_at_,
-                        &backward_at_}) {
+                        &backward_at_, &wait_f_, &wait_b_}) {
       table->assign(n, kAbsent);
     }
+    pos_.reduce_grad.assign(s.num_stages(), kAbsent);
     pos_.stages.resize(s.num_stages());
     for (int stage = 0; stage < s.num_stages(); ++stage) {
       StageLink& link = pos_.stages[stage];
@@ -85,6 +86,10 @@ class Matcher {
         return pos_.recv_f;
       case ActionKind::kSendB:
         return pos_.send_b;
+      case ActionKind::kWaitSendF:
+        return wait_f_;
+      case ActionKind::kWaitSendB:
+        return wait_b_;
       default:
         return pos_.recv_b;
     }
@@ -108,7 +113,10 @@ class Matcher {
         const int32_t send_f = pos_.send_f[k], recv_f = pos_.recv_f[k];
         const int32_t send_b = pos_.send_b[k], recv_b = pos_.recv_b[k];
         const int32_t f = forward_at_[k], b = backward_at_[k];
+        const int32_t wait_f = wait_f_[k], wait_b = wait_b_[k];
         bool ok = true;
+        if (wait_f != kAbsent) ok &= send_f != kAbsent && send_f < wait_f;
+        if (wait_b != kAbsent) ok &= send_b != kAbsent && send_b < wait_b;
         if (send_f != kAbsent) ok &= next_remote && f <= send_f && pos_.recv_f[k + mbs] != kAbsent;
         if (recv_f != kAbsent) ok &= prev_remote && pos_.send_f[k - mbs] != kAbsent;
         if (send_b != kAbsent) ok &= prev_remote && b <= send_b && pos_.recv_b[k - mbs] != kAbsent;
@@ -137,10 +145,14 @@ class Matcher {
       const RankProgram& program = s_.ranks[r];
       for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
         const Action& a = program[i];
-        if (IsTransfer(a.kind)) {
+        if (IsTransfer(a.kind) || IsWaitSend(a.kind)) {
           int32_t& slot = TableOf(a.kind)[Key(a.stage, a.microbatch)];
           each_end_once &= slot == kAbsent;
           if (slot == kAbsent) slot = i;
+          continue;
+        }
+        if (a.kind == ActionKind::kReduceGrad) {
+          pos_.reduce_grad[a.stage] = i;
           continue;
         }
         ForEachComputePartFast(a, [&](const Action& part) {
@@ -163,6 +175,7 @@ class Matcher {
 
   absl::Status Check(int r, int32_t i, const Action& a) {
     if (IsTransfer(a.kind)) return CheckTransferEnd(r, i, a);
+    if (IsWaitSend(a.kind)) return CheckWaitSend(r, i, a);
     absl::Status status;
     ForEachComputePartFast(a, [&](const Action& part) {
       if (status.ok()) status = CheckInput(r, i, part);
@@ -216,6 +229,26 @@ class Matcher {
     return absl::OkStatus();
   }
 
+  // A WAIT_SEND: once, after the SEND it waits for on this rank.
+  absl::Status CheckWaitSend(int r, int32_t i, const Action& a) {
+    const int32_t first = TableOf(a.kind)[Key(a.stage, a.microbatch)];
+    if (first != i) {
+      return Error(r, i, absl::StrCat("a second ", a.ToString(), "; the first is at index ", first));
+    }
+    const ActionKind send_kind = WaitedSendKind(a.kind);
+    const Action send = Action::Make(send_kind, a.stage, a.microbatch);
+    const int32_t at = TableOf(send_kind)[Key(a.stage, a.microbatch)];
+    if (at == kAbsent) {
+      return Error(r, i, absl::StrCat("waits for ", send.ToString(),
+                                      ", which this rank never posts"));
+    }
+    if (at > i) {
+      return Error(r, i, absl::StrCat("waits for ", send.ToString(), ", which comes later, at index ",
+                                      at));
+    }
+    return absl::OkStatus();
+  }
+
   // A compute part's input from the neighbouring stage: through a RECV
   // earlier in this program when that stage is remote, else the
   // neighbour's own compute earlier on this rank.
@@ -256,8 +289,8 @@ class Matcher {
   const int mbs_;
   CommPositions pos_;
   // Index of each (stage, microbatch)'s F and of its I or B in the stage's
-  // rank's program.
-  std::vector<int32_t> forward_at_, backward_at_;
+  // rank's program, and of its WAIT_SEND_F and WAIT_SEND_B.
+  std::vector<int32_t> forward_at_, backward_at_, wait_f_, wait_b_;
 };
 
 absl::Status RequireLowered(const Schedule& schedule) {

@@ -21,6 +21,11 @@
 //     next stage is remote) has that RECV earlier in its rank's program, and
 //     one that needs data from a co-located stage (the V turn) has that
 //     stage's F (or I/B) earlier.
+// and PyTorch main's explicit waits:
+//   - a WAIT_SEND_F / WAIT_SEND_B of (stage, microbatch) comes after the SEND
+//     it waits for, in the same rank's program, at most once;
+//   - (REDUCE_GRAD before its WAIT_REDUCE_GRAD is a structure rule,
+//     validate_structure.h; its position is recorded here).
 // Transfers match by identity (stage, microbatch, direction: what a
 // transport's tag encodes), so the receives from one peer may come in any
 // order. Ordered transports need them in the peer's send order; that rule
@@ -66,6 +71,9 @@ struct CommPositions {
   int microbatches = 0;  // per chain: the stride of the tables
   std::vector<StageLink> stages;
   std::vector<int32_t> send_f, recv_f, send_b, recv_b;
+  // By stage: the index of its REDUCE_GRAD (kAbsent when it has none), what
+  // a WAIT_REDUCE_GRAD waits for.
+  std::vector<int32_t> reduce_grad;
 
   int32_t At(const std::vector<int32_t>& table, int stage, int microbatch) const {
     return table[static_cast<size_t>(stage) * microbatches + microbatch];
@@ -136,6 +144,20 @@ inline Endpoint Partner(const CommPositions& positions, const Action& comm) {
     default:  // kRecvB
       return {link.next_rank, positions.At(positions.send_b, s + 1, mb)};
   }
+}
+
+// For a WAIT_SEND_F / WAIT_SEND_B: the index of the SEND it waits for in its
+// own rank's program. REQUIRES: as Partner.
+inline int32_t WaitedSend(const CommPositions& positions, const Action& wait) {
+  return positions.At(wait.kind == ActionKind::kWaitSendF ? positions.send_f : positions.send_b,
+                      wait.stage, wait.microbatch);
+}
+
+// For a WAIT_SEND_F / WAIT_SEND_B: the RECV on the peer that the waited
+// SEND's transfer needs (the transfer completes once both are posted).
+// REQUIRES: as Partner.
+inline Endpoint WaitedRecv(const CommPositions& positions, const Action& wait) {
+  return Partner(positions, Action::Make(WaitedSendKind(wait.kind), wait.stage, wait.microbatch));
 }
 
 // For a compute part (F, B, I, W): the SEND on another rank whose data it

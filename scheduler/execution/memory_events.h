@@ -2,7 +2,11 @@
 // its driver (rank_cursor.h): which buffers come alive before each action,
 // which die after it, which die once the transfer of its SEND has completed
 // (never when the SEND is merely posted), and which live from the step's
-// start or until its end. Buffer ids are the rank's (a memory plan's buffer
+// start or until its end. A sent buffer whose SEND has a WAIT_SEND dies
+// after that WAIT (a "release after" of the WAIT's index): the wait is over
+// only once the transfer completed (wait_rules.h), so the buffer is never
+// freed under a transfer in flight, and it lives exactly as long as the
+// program says. Buffer ids are the rank's (a memory plan's buffer
 // ids, memory/buffer_lifetimes.h); what a buffer is, how big and where it
 // lives is the driver's business.
 //

@@ -29,6 +29,13 @@
 //     kRelease   buffers: ReleasedAfter(i)        (skipped when empty)
 //   kEnd                           buffers: at_end, after everything in
 //                                  flight (sends, reductions) completed
+//
+// A WAIT action (WAIT_SEND_F/B, WAIT_REDUCE_GRAD) is an action like any
+// other: its kWait names what it waits for (kSendDone: the peer's RECV of
+// this rank's SEND, kReduction: this rank's REDUCE_GRAD), and a sent buffer
+// that lives until it is among its kRelease buffers, e.g. rank 0 of
+// 0F0 0SEND_F0 0RECV_B0 0B0 0WAIT_SEND_F0 with a jit plan: ..., kRun 3
+// (0B0), kWait{rank 1 runs 1RECV_F0}, kRun 4 (0WAIT_SEND_F0), kRelease{out}.
 //   kDone
 //
 // e.g. rank 1 of a lowered 1F1B pp2 (1RECV_F0 1F0 1B0 1SEND_B0), relaxed,

@@ -23,6 +23,22 @@
 // came last before it on its rank (an asynchronous all-gather, complete when
 // the rank's own gather stream says so; in program order it always holds).
 //
+// PyTorch main's explicit waits wait under every model for what they name:
+//
+//   action               waits for (kind)              holds in program order once
+//   sWAIT_SEND_Fm        this rank's sSEND_Fm's        the peer has run
+//                        transfer completed            (s+1)RECV_Fm
+//                        (kSendDone)
+//   sWAIT_SEND_Bm        the same for sSEND_Bm         the peer has run (s-1)RECV_Bm
+//   sWAIT_REDUCE_GRAD    this rank's sREDUCE_GRAD's    always (this rank ran it)
+//                        reduction completed
+//                        (kReduction)
+//
+// A transfer completes once both its SEND and its RECV are posted (the
+// relaxed rule; under kStrict the SEND already waited for its RECV to be
+// reached, the RECV for its SEND), so a WAIT_SEND's condition is its RECV
+// run; the buffer sent may be freed once the wait is over (memory_events.h).
+//
 // kRelaxed is PyTorch's runtime and jitpipe's transports (isend/irecv
 // matched by tag; the compute waits on the receive), kStrict an ordered
 // rendezvous transport (MPI_Ssend, one NCCL stream), whose per-pair order
@@ -31,7 +47,8 @@
 // partner of a SEND or RECV is always the one of the same identity
 // (MatchSendRecv). W, RESHARD and REDUCE_GRAD never wait (data-parallel
 // collectives are symmetric across replicas and do not involve pipeline
-// peers); the step's end waits for everything still in flight.
+// peers); the step's end waits for everything still in flight that no WAIT
+// waited for.
 #ifndef JITPIPE_SCHEDULER_EXECUTION_WAIT_RULES_H_
 #define JITPIPE_SCHEDULER_EXECUTION_WAIT_RULES_H_
 
@@ -58,6 +75,11 @@ enum class WaitKind : uint8_t {
   kPartner,
   // This rank's own asynchronous UNSHARD at `local`, complete.
   kLocal,
+  // A WAIT_SEND_F / WAIT_SEND_B: the transfer of this rank's SEND at
+  // `local` complete; {rank, index} is the peer's RECV, which must have run.
+  kSendDone,
+  // A WAIT_REDUCE_GRAD: this rank's own REDUCE_GRAD at `local`, complete.
+  kReduction,
 };
 
 struct Wait {
@@ -141,6 +163,18 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void ActionWaits(const CommPositions& positi
     case ActionKind::kRecvB:
       if (model == WaitModel::kRelaxed) return;
       break;
+    case ActionKind::kWaitSendF:
+    case ActionKind::kWaitSendB: {
+      const Endpoint recv = WaitedRecv(positions, action);
+      out.Add({WaitKind::kSendDone, recv.rank, recv.index, recv.index + 1,
+               WaitedSend(positions, action)});
+      return;
+    }
+    case ActionKind::kWaitReduceGrad: {
+      const int32_t reduce = positions.reduce_grad[action.stage];
+      out.Add({WaitKind::kReduction, rank, reduce, reduce + 1, reduce});
+      return;
+    }
     default:  // UNSHARD, RESHARD, REDUCE_GRAD
       return;
   }

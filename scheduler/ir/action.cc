@@ -20,9 +20,13 @@ struct KindInfo {
 };
 
 // Longest names first so that the parser's prefix match picks "SEND_F" over
-// nothing and "REDUCE_GRAD" before "RE..." alternatives.
-constexpr std::array<KindInfo, 11> kSimpleKindsLongestFirst = {{
+// nothing, "REDUCE_GRAD" before "RE..." alternatives and "WAIT_SEND_F" before
+// "W" (a weight backward).
+constexpr std::array<KindInfo, 14> kSimpleKindsLongestFirst = {{
+    {ActionKind::kWaitReduceGrad, "WAIT_REDUCE_GRAD"},
     {ActionKind::kReduceGrad, "REDUCE_GRAD"},
+    {ActionKind::kWaitSendF, "WAIT_SEND_F"},
+    {ActionKind::kWaitSendB, "WAIT_SEND_B"},
     {ActionKind::kUnshard, "UNSHARD"},
     {ActionKind::kReshard, "RESHARD"},
     {ActionKind::kSendF, "SEND_F"},
@@ -66,6 +70,9 @@ class Cursor {
   bool StartsWith(absl::string_view s) const {
     return end_ - pos_ >= s.size() && full_.substr(pos_, s.size()) == s;
   }
+  size_t Remaining() const { return end_ - pos_; }
+  // The character `offset` places ahead. REQUIRES: offset < Remaining().
+  char At(size_t offset) const { return full_[pos_ + offset]; }
 
   absl::Status Error(absl::string_view expected) const {
     std::string found = AtEnd() ? "the end of the text"
@@ -116,9 +123,16 @@ absl::StatusOr<Action> ParseSimple(Cursor& c) {
       break;
     }
   }
+  // A name that goes on after a known one ("WAIT_SEND_X" after "W") is an
+  // unknown type, not a known one followed by garbage.
+  if (info != nullptr && c.Remaining() > info->name.size()) {
+    const char next = c.At(info->name.size());
+    if (next == '_' || (next >= 'A' && next <= 'Z')) info = nullptr;
+  }
   if (info == nullptr) {
     return c.Error("an action type (F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, "
-                   "UNSHARD, RESHARD or REDUCE_GRAD)");
+                   "WAIT_SEND_F, WAIT_SEND_B, UNSHARD, RESHARD, REDUCE_GRAD or "
+                   "WAIT_REDUCE_GRAD)");
   }
   c.Advance(info->name.size());
   if (!HasMicrobatch(info->kind)) {

@@ -7,14 +7,20 @@
 //   simple   := STAGE KIND [MICROBATCH]
 //   compound := "(" simple (";" simple)* ")" "OVERLAP_F_B"
 //   KIND     := F | B | I | W | SEND_F | RECV_F | SEND_B | RECV_B
-//             | UNSHARD | RESHARD | REDUCE_GRAD
+//             | WAIT_SEND_F | WAIT_SEND_B
+//             | UNSHARD | RESHARD | REDUCE_GRAD | WAIT_REDUCE_GRAD
 //   STAGE, MICROBATCH := decimal, no sign, no leading zeros, < 2^31
 //
-// F, B, I, W and the SEND/RECV kinds carry a microbatch; UNSHARD, RESHARD and
-// REDUCE_GRAD do not. A compound's sub-actions are compute actions (F, B, I,
+// F, B, I, W, the SEND/RECV kinds and the WAIT_SEND kinds carry a
+// microbatch; UNSHARD, RESHARD, REDUCE_GRAD and WAIT_REDUCE_GRAD do not.
+// The WAIT kinds are PyTorch main's explicit waits (wait_rules.h says what
+// each waits for): sWAIT_SEND_Fm waits until this rank's sSEND_Fm has
+// completed, so its buffer may be freed; sWAIT_SEND_Bm the same for
+// sSEND_Bm; sWAIT_REDUCE_GRAD until stage s's gradient reduction
+// (sREDUCE_GRAD, earlier on the rank) has completed. A compound's sub-actions are compute actions (F, B, I,
 // W) run back to back; the compound itself has stage -1 and no microbatch, as
 // in PyTorch. Examples: "0F1", "3I0", "1SEND_F2", "2REDUCE_GRAD",
-// "(4F4;3B0)OVERLAP_F_B".
+// "1WAIT_SEND_F2", "2WAIT_REDUCE_GRAD", "(4F4;3B0)OVERLAP_F_B".
 //
 // A bubble (an idle slot in a compute-only program: JSON null, an empty CSV
 // cell) is the explicit kind kBubble; its text form is the empty string.
@@ -47,11 +53,14 @@ enum class ActionKind : uint8_t {
   kUnshard,         // UNSHARD: all-gather a stage's parameters
   kReshard,         // RESHARD: free them again
   kReduceGrad,      // REDUCE_GRAD: reduce a stage's gradients over data parallel
+  kWaitSendF,       // WAIT_SEND_F: wait until this rank's SEND_F of (stage, mb) completed
+  kWaitSendB,       // WAIT_SEND_B: wait until this rank's SEND_B of (stage, mb) completed
+  kWaitReduceGrad,  // WAIT_REDUCE_GRAD: wait until the stage's REDUCE_GRAD completed
   kOverlapFB,       // OVERLAP_F_B: compound of compute sub-actions
   kBubble,          // an idle slot (display and PyTorch round-robin only)
 };
 
-inline constexpr int kNumActionKinds = 13;
+inline constexpr int kNumActionKinds = 16;
 inline constexpr int32_t kNoMicrobatch = -1;
 
 // The kind's text, e.g. "SEND_F"; "" for kBubble.
@@ -72,11 +81,24 @@ inline bool IsRecv(ActionKind kind) {
 }
 // SEND_F, RECV_F, SEND_B, RECV_B.
 inline bool IsSendRecv(ActionKind kind) { return IsSend(kind) || IsRecv(kind); }
+// WAIT_SEND_F, WAIT_SEND_B.
+inline bool IsWaitSend(ActionKind kind) {
+  return kind == ActionKind::kWaitSendF || kind == ActionKind::kWaitSendB;
+}
+// WAIT_SEND_F, WAIT_SEND_B, WAIT_REDUCE_GRAD.
+inline bool IsWait(ActionKind kind) {
+  return IsWaitSend(kind) || kind == ActionKind::kWaitReduceGrad;
+}
+// The SEND a WAIT_SEND waits for: SEND_F for WAIT_SEND_F, SEND_B for
+// WAIT_SEND_B. REQUIRES: IsWaitSend(kind).
+inline ActionKind WaitedSendKind(ActionKind kind) {
+  return kind == ActionKind::kWaitSendF ? ActionKind::kSendF : ActionKind::kSendB;
+}
 // Kinds whose text carries a microbatch.
 inline bool HasMicrobatch(ActionKind kind) {
   return kind != ActionKind::kUnshard && kind != ActionKind::kReshard &&
-         kind != ActionKind::kReduceGrad && kind != ActionKind::kOverlapFB &&
-         kind != ActionKind::kBubble;
+         kind != ActionKind::kReduceGrad && kind != ActionKind::kWaitReduceGrad &&
+         kind != ActionKind::kOverlapFB && kind != ActionKind::kBubble;
 }
 
 struct Action;

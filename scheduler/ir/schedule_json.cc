@@ -114,7 +114,7 @@ absl::Status ResolveLowered(Schedule& s, std::optional<bool> written, const Prog
     return absl::InvalidArgumentError(absl::StrCat(
         "\"lowered\" is false but ", Describe(s, at), " is a ",
         KindName(s.ranks[at.rank][at.index].kind),
-        "; a compute-only program has no SEND/RECV, UNSHARD, RESHARD or REDUCE_GRAD"));
+        "; a compute-only program has no SEND/RECV, WAIT, UNSHARD, RESHARD or REDUCE_GRAD"));
   }
   s.lowered = written.value_or(facts.first_comm.has_value());
   if (!s.lowered) return absl::OkStatus();

@@ -6,7 +6,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "scheduler/passes/cpython_int_set.h"
 #include "scheduler/passes/pass_utils.h"
@@ -81,7 +84,9 @@ class Lookahead {
   std::vector<size_t> cursor_;                       // per slot: first occurrence >= index
 };
 
-RankProgram AddToRank(const RankProgram& program, int num_stages, int max_active_stages) {
+// `issue`: the unshard lookahead on this rank, <= max_active_stages.
+RankProgram AddToRank(const RankProgram& program, int num_stages, int max_active_stages,
+                      int issue) {
   RankProgram out;
   out.reserve(program.size() + 8);
   Lookahead lookahead(program, num_stages);
@@ -96,7 +101,9 @@ RankProgram AddToRank(const RankProgram& program, int num_stages, int max_active
       active.Remove(s);
       out.push_back(Action::StageWide(ActionKind::kReshard, s));
     }
-    for (int32_t s : next) {
+    const std::vector<int32_t> issued =
+        issue >= max_active_stages ? next : lookahead.NextStages(i, issue);
+    for (int32_t s : issued) {
       if (active.Contains(s)) continue;
       active.Add(s);
       out.push_back(Action::StageWide(ActionKind::kUnshard, s));
@@ -109,19 +116,90 @@ RankProgram AddToRank(const RankProgram& program, int num_stages, int max_active
 
 }  // namespace
 
-absl::StatusOr<Schedule> AddUnshardReshard(const Schedule& in, int max_active_stages) {
-  if (max_active_stages < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_active_stages must be at least 1, not ", max_active_stages));
+int UnshardLookahead::ForRank(int rank, int max_active_stages) const {
+  switch (kind) {
+    case Kind::kFull:
+      return max_active_stages;
+    case Kind::kAuto:
+      return std::min(rank + 2, max_active_stages);
+    case Kind::kFixed:
+      return distances[0];
+    case Kind::kPerRank:
+      return distances[rank];
   }
+  return max_active_stages;
+}
+
+std::string UnshardLookahead::ToString() const {
+  switch (kind) {
+    case Kind::kFull:
+      return "full";
+    case Kind::kAuto:
+      return "auto";
+    default:
+      return absl::StrJoin(distances, ",");
+  }
+}
+
+absl::StatusOr<UnshardLookahead> ParseUnshardLookahead(absl::string_view text) {
+  UnshardLookahead lookahead;
+  if (text == "full") return lookahead;
+  if (text == "auto") {
+    lookahead.kind = UnshardLookahead::Kind::kAuto;
+    return lookahead;
+  }
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int value = 0;
+    if (!absl::SimpleAtoi(part, &value) || value < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unshard lookahead \"", text,
+          "\": expected full, auto, a number >= 1 or one number per rank (comma-separated)"));
+    }
+    lookahead.distances.push_back(value);
+  }
+  lookahead.kind = lookahead.distances.size() == 1 ? UnshardLookahead::Kind::kFixed
+                                                   : UnshardLookahead::Kind::kPerRank;
+  return lookahead;
+}
+
+absl::Status CheckUnshardReshardOptions(const UnshardReshardOptions& options, int pp) {
+  if (options.max_active_stages < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_active_stages must be at least 1, not ", options.max_active_stages));
+  }
+  const UnshardLookahead& l = options.unshard_lookahead;
+  if (l.kind == UnshardLookahead::Kind::kPerRank && static_cast<int>(l.distances.size()) != pp) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unshard lookahead ", l.ToString(), " gives ", l.distances.size(),
+                     " distances; the schedule has ", pp, " ranks"));
+  }
+  for (int d : l.distances) {
+    if (d < 1 || d > options.max_active_stages) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unshard lookahead ", d, " is outside 1..max_active_stages (", options.max_active_stages,
+          "): a stage unsharded beyond the residency window would be resharded before its use"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Schedule> AddUnshardReshard(const Schedule& in, int max_active_stages) {
+  return AddUnshardReshard(in, UnshardReshardOptions{.max_active_stages = max_active_stages});
+}
+
+absl::StatusOr<Schedule> AddUnshardReshard(const Schedule& in,
+                                           const UnshardReshardOptions& options) {
+  RETURN_IF_ERROR(CheckUnshardReshardOptions(options, in.pp));
+  const int max_active_stages = options.max_active_stages;
   RETURN_IF_ERROR(CheckProgram(
       in, "a compute-only program (F, B, I, W, OVERLAP_F_B and bubbles)", [](const Action& a) {
         return !a.is_bubble() && !IsCompute(a.kind);
       }));
   std::vector<RankProgram> ranks;
   ranks.reserve(in.pp);
-  for (const RankProgram& program : in.ranks) {
-    ranks.push_back(AddToRank(program, in.num_stages(), max_active_stages));
+  for (int r = 0; r < in.pp; ++r) {
+    ranks.push_back(AddToRank(in.ranks[r], in.num_stages(), max_active_stages,
+                              options.unshard_lookahead.ForRank(r, max_active_stages)));
   }
   return WithPrograms(in, std::move(ranks), /*lowered=*/true);
 }

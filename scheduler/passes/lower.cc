@@ -7,6 +7,9 @@
 #include "base/status_macros.h"
 #include "scheduler/passes/add_reduce_grad.h"
 #include "scheduler/passes/add_unshard_reshard.h"
+#include "scheduler/passes/add_wait_send.h"
+#include "scheduler/passes/add_wait_send_budget.h"
+#include "scheduler/passes/defer_reduce_wait.h"
 #include "scheduler/passes/lower_send_recv_early.h"
 #include "scheduler/passes/merge_backward.h"
 #include "scheduler/passes/overlap_reduce.h"
@@ -25,18 +28,29 @@ namespace {
 // nor, when `strict_too`, under strict ones (a pass between
 // add_unshard_reshard and lower_send_recv_early holds lowered programs
 // without them, which Validate() would refuse).
-absl::Status CheckLoweringInvariant(const Schedule& s, bool strict_too) {
+absl::Status CheckLoweringInvariant(const Schedule& s, bool strict_too,
+                                    std::optional<CommLayout> comms) {
   RETURN_IF_ERROR(ValidateStructure(s));
   if (!HasAnyKind(s, {ActionKind::kSendF, ActionKind::kRecvF, ActionKind::kSendB,
                       ActionKind::kRecvB})) {
     return absl::OkStatus();
   }
-  RETURN_IF_ERROR(Validate(s, {.semantics = CommSemantics::kRelaxed}));
+  RETURN_IF_ERROR(Validate(s, {.semantics = CommSemantics::kRelaxed, .comms = comms}));
   if (!strict_too) return absl::OkStatus();
   return Validate(s, {.semantics = CommSemantics::kStrict});
 }
 
+// The placement that runs: kJit over FIFO communicators is kJitRendezvous
+// (lower.h).
+RecvPlacement EffectivePlacement(const LowerOptions& options) {
+  if (options.recv == RecvPlacement::kJit && options.comms.has_value()) {
+    return RecvPlacement::kJitRendezvous;
+  }
+  return options.recv;
+}
+
 PassPipeline LoweringPipeline(const LowerOptions& options) {
+  const RecvPlacement recv = EffectivePlacement(options);
   PassPipeline pipeline("lower");
   if (options.backward == BackwardForm::kSplit) {
     pipeline.AddPass(std::string(kSplitBackwardPass), SplitBackward);
@@ -45,13 +59,15 @@ PassPipeline LoweringPipeline(const LowerOptions& options) {
   }
   if (options.fsdp) {
     pipeline.AddPass(std::string(kAddUnshardReshardPass),
-                     [](const Schedule& s) { return AddUnshardReshard(s); });
+                     [fsdp = UnshardReshardOptions{options.max_active_stages,
+                                                   options.unshard_lookahead}](
+                         const Schedule& s) { return AddUnshardReshard(s, fsdp); });
   }
   if (options.reduce_grad) pipeline.AddPass(std::string(kAddReduceGradPass), AddReduceGrad);
   pipeline.AddPass(std::string(kLowerSendRecvEarlyPass), LowerSendRecvEarly);
-  if (options.recv == RecvPlacement::kJit) {
+  if (recv == RecvPlacement::kJit) {
     pipeline.AddInPlacePass(std::string(kPlaceRecvsJustInTimePass), PlaceRecvsJustInTime);
-  } else if (options.recv == RecvPlacement::kJitRendezvous) {
+  } else if (recv == RecvPlacement::kJitRendezvous) {
     pipeline.AddPass(std::string(kPlaceRecvsJitRendezvousPass), PlaceRecvsJitRendezvous);
   }
   if (options.overlap) {
@@ -61,10 +77,22 @@ PassPipeline LoweringPipeline(const LowerOptions& options) {
                        return OverlapReduce(s, {.rank_peak = peak, .step_time = time});
                      });
   }
+  if (options.defer_reduce_wait) {
+    pipeline.AddPass(std::string(kDeferReduceWaitPass), DeferReduceWait);
+  }
+  if (options.wait_send) pipeline.AddPass(std::string(kAddWaitSendPass), AddWaitSend);
+  if (options.send_budget > 0) {
+    // The walk runs the semantics the placement is safe for.
+    const SendBudgetOptions budget{options.send_budget, recv == RecvPlacement::kJit
+                                                            ? WaitModel::kRelaxed
+                                                            : WaitModel::kStrict};
+    pipeline.AddPass(std::string(kAddWaitSendBudgetPass),
+                     [budget](const Schedule& s) { return AddWaitSendBudget(s, budget); });
+  }
   // The pure placement is safe under relaxed semantics only (lower.h).
-  pipeline.SetInvariantChecker([strict_too = options.recv != RecvPlacement::kJit](
-                                   const Schedule& s) {
-    return CheckLoweringInvariant(s, strict_too);
+  pipeline.SetInvariantChecker([strict_too = recv != RecvPlacement::kJit,
+                                comms = options.comms](const Schedule& s) {
+    return CheckLoweringInvariant(s, strict_too, comms);
   });
   return pipeline;
 }
@@ -105,11 +133,36 @@ absl::StatusOr<LowerResult> LowerWithDump(const Schedule& schedule, const LowerO
   if (options.overlap && !options.reduce_grad) {
     return absl::InvalidArgumentError("overlap needs reduce_grad (there is nothing to overlap)");
   }
+  if (options.defer_reduce_wait && !options.reduce_grad) {
+    return absl::InvalidArgumentError(
+        "defer_reduce_wait needs reduce_grad (there is no reduction to wait for)");
+  }
+  if (!options.fsdp && (options.max_active_stages != kDefaultMaxActiveStages ||
+                        options.unshard_lookahead.kind != UnshardLookahead::Kind::kFull)) {
+    return absl::InvalidArgumentError(
+        "max_active_stages and unshard_lookahead need fsdp (they place UNSHARD and RESHARD)");
+  }
+  if (options.fsdp) {
+    RETURN_IF_ERROR(CheckUnshardReshardOptions(
+        {options.max_active_stages, options.unshard_lookahead}, schedule.pp));
+  }
+  if (options.send_budget < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("send_budget must be 0 (none) or at least 1, not ", options.send_budget));
+  }
   RETURN_IF_ERROR(ValidateStructure(schedule));
   ASSIGN_OR_RETURN(PipelineResult result,
                    LoweringPipeline(options).Run(
                        schedule, {.check_invariants = options.check_invariants,
                                   .dump_after = options.dump_after}));
+  if (options.comms.has_value()) {
+    // The placement's guarantee, checked: a failure here is a bug.
+    if (absl::Status fifo = Validate(result.schedule, {.comms = options.comms}); !fifo.ok()) {
+      return absl::InternalError(absl::StrCat("lowered for communicators ",
+                                              CommLayoutName(*options.comms), ": ",
+                                              fifo.message()));
+    }
+  }
   return LowerResult{std::move(result.schedule), std::move(result.dumped)};
 }
 

@@ -3,12 +3,15 @@
 // in its own file with a before/after example:
 //
 //   [split_backward | merge_backward]   BackwardForm kSplit | kMerge
-//   [add_unshard_reshard]               fsdp
+//   [add_unshard_reshard]               fsdp (max_active_stages, unshard_lookahead)
 //   [add_reduce_grad]                   reduce_grad
 //   lower_send_recv_early               always (PyTorch's _add_send_recv)
 //   [place_recvs_just_in_time]          recv == kJit (the default)
 //   [place_recvs_jit_rendezvous]        recv == kJitRendezvous
 //   [overlap_reduce]                    overlap (needs reduce_grad)
+//   [defer_reduce_wait]                 defer_reduce_wait (needs reduce_grad)
+//   [add_wait_send]                     wait_send (PyTorch main's placement)
+//   [add_wait_send_budget]              send_budget > 0
 //
 // With recv = kEarly, fsdp and reduce_grad the result equals PyTorch's
 // _PipelineScheduleRuntime lowering (its pipeline_order_with_comms) exactly;
@@ -21,6 +24,16 @@
 //   kJit             relaxed                    = the liveness lower bound
 //   kJitRendezvous   relaxed and strict         >= the lower bound (RECVs
 //                                               posted early where needed)
+//
+// Over NCCL-like communicators whose operations complete in FIFO order
+// (comm_fifo.h), kJit is not safe: on one communicator for the group most
+// schedules deadlock, and per edge the V schedules do (their receives from
+// one peer leave send order). A program deadlock-free under strict
+// semantics is under FIFO completion in either layout (run the strict
+// execution's rendezvous in order: each is at the head of both its queues
+// once the earlier ones completed, and each rank reaches it), so with
+// `comms` set, kJit lowers with the kJitRendezvous placement, and the
+// lowering checks the result under that layout too.
 //
 // kJit suits runtimes that match messages by tag and never make a SEND wait
 // for its RECV: PyTorch's, and jitpipe's in-process backend (it copies on
@@ -39,7 +52,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "scheduler/execution/comm_fifo.h"
 #include "scheduler/ir/schedule.h"
+#include "scheduler/passes/add_unshard_reshard.h"
 #include "scheduler/passes/overlap_reduce.h"
 #include "scheduler/passes/pass_pipeline.h"
 
@@ -66,13 +81,28 @@ enum class BackwardForm {
 struct LowerOptions {
   RecvPlacement recv = RecvPlacement::kJit;
   BackwardForm backward = BackwardForm::kKeep;
-  bool fsdp = false;         // UNSHARD/RESHARD with PyTorch's 3-stage lookahead
+  bool fsdp = false;         // UNSHARD/RESHARD (add_unshard_reshard.h)
+  // fsdp's residency window and issue distance (defaults: PyTorch's 3,
+  // issued as far ahead as the window reaches).
+  int max_active_stages = kDefaultMaxActiveStages;
+  UnshardLookahead unshard_lookahead = {};
   bool reduce_grad = false;  // REDUCE_GRAD right after each stage's last B or W
   // Reorder Ws so reductions hide under compute (overlap_reduce.h); needs
   // reduce_grad. overlap_peak is its memory limit (unset: activation units).
   bool overlap = false;
   RankPeakFunction overlap_peak = nullptr;
   StepTimeFunction overlap_step_time = nullptr;  // overlap_reduce.h's step 3; unset: skipped
+  // PyTorch main's explicit waits: each reduction's WAIT_REDUCE_GRAD before
+  // the rank's next reduction (defer_reduce_wait.h; needs reduce_grad and
+  // two stages per rank); each SEND_F's WAIT_SEND_F after the local backward
+  // of its microbatch (add_wait_send.h); at most send_budget sent buffers
+  // held per rank (add_wait_send_budget.h; 0: no budget).
+  bool defer_reduce_wait = false;
+  bool wait_send = false;
+  int send_budget = 0;
+  // Lower for NCCL-like communicators in this layout (see above): the
+  // just-in-time placement safe for them. Unset: tag-matched transports.
+  std::optional<CommLayout> comms = std::nullopt;
   std::string dump_after = {};  // pass name whose output the pipeline records ("" = none)
   // Validate after every pass (ValidateStructure; once sends exist, Validate()
   // under relaxed semantics, and strict ones too unless recv is kJit). A
@@ -84,8 +114,12 @@ struct LowerOptions {
 // bubbles. Errors: FailedPrecondition if `schedule` is already lowered;
 // InvalidArgument if it fails ValidateStructure() (that message, naming the
 // rank, index and action), if a pass refuses it ("pass <name>: ...", e.g. a
-// cyclic wait in lower_send_recv_early), if dump_after names no pass that
-// runs with these options, or if overlap is set without reduce_grad.
+// cyclic wait in lower_send_recv_early, or a send budget that cannot be
+// kept), if dump_after names no pass that runs with these options, if
+// overlap or defer_reduce_wait is set without reduce_grad,
+// max_active_stages or unshard_lookahead differ from their defaults
+// without fsdp or do not fit (CheckUnshardReshardOptions), or send_budget
+// is negative.
 absl::StatusOr<Schedule> Lower(const Schedule& schedule, const LowerOptions& options = {});
 
 struct LowerResult {

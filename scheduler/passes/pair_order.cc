@@ -12,8 +12,9 @@ namespace {
 
 class PairOrderChecker {
  public:
-  PairOrderChecker(const Schedule& s, const CommPositions& positions, int grid_rows)
-      : s_(s), pos_(positions), grid_rows_(grid_rows) {}
+  PairOrderChecker(const Schedule& s, const CommPositions& positions, int grid_rows,
+                   absl::string_view rule)
+      : s_(s), pos_(positions), grid_rows_(grid_rows), rule_(rule) {}
 
   // Index spaces: ordered rank pairs (src * pp + dst) for the counters,
   // (stage, microbatch) of the sender for each SEND's ordinal.
@@ -78,8 +79,7 @@ class PairOrderChecker {
         s_.ranks[src][actual_send.index].ToString(), " (index ", actual_send.index,
         "), but this rank receives ", recv.ToString(), " before ",
         s_.ranks[dst][expected_recv.index].ToString(), " (index ", expected_recv.index,
-        "); under strict rendezvous semantics sends and receives between two ranks match in "
-        "posting order"));
+        "); ", rule_));
     if (grid_rows_ <= 0) return status;
     return WithGrid(std::move(status), FormatGridExcerpt(s_.ranks, j, grid_rows_));
   }
@@ -87,13 +87,14 @@ class PairOrderChecker {
   const Schedule& s_;
   const CommPositions& pos_;
   const int grid_rows_;
+  const absl::string_view rule_;
 };
 
 }  // namespace
 
 absl::Status CheckPairOrder(const Schedule& schedule, const CommPositions& positions,
-                            int grid_rows) {
-  return PairOrderChecker(schedule, positions, grid_rows).Run();
+                            int grid_rows, absl::string_view rule) {
+  return PairOrderChecker(schedule, positions, grid_rows, rule).Run();
 }
 
 }  // namespace jitpipe

@@ -22,6 +22,7 @@
 #define JITPIPE_SCHEDULER_PASSES_PAIR_ORDER_H_
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "scheduler/ir/schedule.h"
 #include "scheduler/analysis/comm_matching.h"
 
@@ -32,8 +33,12 @@ namespace jitpipe {
 // rank, index) order, that breaks it (the message above), with the step x
 // rank grid around it attached when grid_rows > 0 (grid_report.h).
 // O(actions) with dense arrays. REQUIRES: positions = MatchSendRecv(schedule).
+// `rule` ends the message: why posting order matters.
+inline constexpr absl::string_view kStrictPairOrderRule =
+    "under strict rendezvous semantics sends and receives between two ranks match in posting "
+    "order";
 absl::Status CheckPairOrder(const Schedule& schedule, const CommPositions& positions,
-                            int grid_rows = 0);
+                            int grid_rows = 0, absl::string_view rule = kStrictPairOrderRule);
 
 }  // namespace jitpipe
 

@@ -2,6 +2,7 @@
 
 #include "base/status_macros.h"
 #include "scheduler/analysis/comm_matching.h"
+#include "scheduler/execution/comm_fifo.h"
 #include "scheduler/execution/deadlock.h"
 #include "scheduler/passes/pair_order.h"
 #include "scheduler/passes/validate_structure.h"
@@ -9,6 +10,9 @@
 
 namespace jitpipe {
 namespace {
+
+constexpr absl::string_view kFifoPairOrderRule =
+    "on NCCL communicators a pair of ranks' sends and receives match in posting order";
 
 WaitModel ToWaitModel(CommSemantics semantics) {
   return semantics == CommSemantics::kStrict ? WaitModel::kStrict : WaitModel::kRelaxed;
@@ -23,8 +27,11 @@ absl::Status Validate(const Schedule& schedule, const ValidateOptions& options) 
   if (options.semantics == CommSemantics::kStrict) {
     RETURN_IF_ERROR(CheckPairOrder(schedule, positions, options.grid_rows));
   }
-  return CheckDeadlockFree(schedule, positions, ToWaitModel(options.semantics),
-                           options.grid_rows);
+  RETURN_IF_ERROR(CheckDeadlockFree(schedule, positions, ToWaitModel(options.semantics),
+                                    options.grid_rows));
+  if (!options.comms.has_value()) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckPairOrder(schedule, positions, options.grid_rows, kFifoPairOrderRule));
+  return CheckFifoDeadlockFree(schedule, positions, *options.comms, options.lazy_comms);
 }
 
 }  // namespace jitpipe

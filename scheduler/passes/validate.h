@@ -28,7 +28,10 @@
 #ifndef JITPIPE_SCHEDULER_PASSES_VALIDATE_H_
 #define JITPIPE_SCHEDULER_PASSES_VALIDATE_H_
 
+#include <optional>
+
 #include "absl/status/status.h"
+#include "scheduler/execution/comm_fifo.h"
 #include "scheduler/ir/schedule.h"
 
 namespace jitpipe {
@@ -40,6 +43,13 @@ struct ValidateOptions {
   // At most this many step rows in the grid attached to a matching or
   // deadlock error (grid_report.h: GridOf); 0 attaches none.
   int grid_rows = 40;
+  // Also check the program over NCCL-like communicators in this layout
+  // (comm_fifo.h): sends and receives in posting order on every
+  // communicator (CheckPairOrder), and no deadlock when each communicator's
+  // operations complete in FIFO order -- with the communicators created
+  // lazily at first use when lazy_comms. Unset: tag-matched transports only.
+  std::optional<CommLayout> comms = std::nullopt;
+  bool lazy_comms = false;
 };
 
 // A compute-only schedule gets ValidateStructure(); a lowered one also gets
@@ -61,6 +71,12 @@ struct ValidateOptions {
 // "<-- ERROR HERE" as a payload (GridOf(status)): for a matching or order
 // error the programs as written, the failing index marked; for a deadlock the
 // lock-step replay (lock_step.h) ending in the row of stuck actions.
+//
+// With options.comms, after those checks: CheckPairOrder with the rule
+//   "on NCCL communicators a pair of ranks' sends and receives match in
+//   posting order"
+// and CheckFifoDeadlockFree (comm_fifo.h: "deadlock under FIFO completion
+// on ...", its cycle through the communicators' queues).
 //
 // Pure function; thread-compatible. Runs in O(actions) with dense arrays:
 // for a lowered interleaved-1f1b pp128 x v4 x m1024 program (3.1M actions)

@@ -41,7 +41,8 @@ class StructureChecker {
   explicit StructureChecker(const Schedule& s)
       : s_(s), mbs_(s.microbatches_per_chain()),
         table_(static_cast<size_t>(s.num_stages()) * s.microbatches_per_chain()),
-        reduced_at_(s.num_stages(), kUnseen), unsharded_at_(s.num_stages(), kUnseen) {}
+        reduced_at_(s.num_stages(), kUnseen), reduce_waited_at_(s.num_stages(), kUnseen),
+        unsharded_at_(s.num_stages(), kUnseen) {}
 
   absl::Status Run() {
     for (int r = 0; r < s_.pp; ++r) {
@@ -107,10 +108,12 @@ class StructureChecker {
     return status;
   }
 
-  // REDUCE_GRAD at most once per stage; UNSHARD and RESHARD alternate,
-  // starting with UNSHARD (an UNSHARD may stay open to the end of the step).
+  // REDUCE_GRAD at most once per stage, its WAIT_REDUCE_GRAD at most once
+  // and after it; UNSHARD and RESHARD alternate, starting with UNSHARD (an
+  // UNSHARD may stay open to the end of the step).
   absl::Status CheckStageWide(int rank, int32_t index, const Action& a) {
     int32_t& reduced = reduced_at_[a.stage];
+    int32_t& waited = reduce_waited_at_[a.stage];
     int32_t& unsharded = unsharded_at_[a.stage];
     switch (a.kind) {
       case ActionKind::kReduceGrad:
@@ -120,6 +123,19 @@ class StructureChecker {
                                     "; the first is at index ", reduced));
         }
         reduced = index;
+        return absl::OkStatus();
+      case ActionKind::kWaitReduceGrad:
+        if (reduced == kUnseen) {
+          return Error(rank, index, a,
+                       absl::StrCat("waits for the gradient reduction of stage ", a.stage,
+                                    ", which has not started (no REDUCE_GRAD before it)"));
+        }
+        if (waited != kUnseen) {
+          return Error(rank, index, a,
+                       absl::StrCat("a second wait for the gradient reduction of stage ", a.stage,
+                                    "; the first is at index ", waited));
+        }
+        waited = index;
         return absl::OkStatus();
       case ActionKind::kUnshard:
         if (unsharded != kUnseen) {
@@ -223,8 +239,9 @@ class StructureChecker {
   const Schedule& s_;
   const int mbs_;
   std::vector<PhaseSlots> table_;  // by stage * mbs_ + microbatch
-  std::vector<int32_t> reduced_at_;    // per stage: its REDUCE_GRAD's index
-  std::vector<int32_t> unsharded_at_;  // per stage: the open UNSHARD's index
+  std::vector<int32_t> reduced_at_;        // per stage: its REDUCE_GRAD's index
+  std::vector<int32_t> reduce_waited_at_;  // per stage: its WAIT_REDUCE_GRAD's index
+  std::vector<int32_t> unsharded_at_;      // per stage: the open UNSHARD's index
 };
 
 // The fast path: the same rules, with one byte of state per (stage,
@@ -253,7 +270,7 @@ class FastStructureCheck {
 
  private:
   static constexpr uint8_t kF = 1, kI = 2, kB = 4, kW = 8;  // phases_ bits
-  static constexpr uint8_t kReduced = 1, kUnsharded = 2;    // stages_ bits
+  static constexpr uint8_t kReduced = 1, kUnsharded = 2, kReduceWaited = 4;  // stages_ bits
 
   // One rule: sets `bit` in `state` when every bit of `needs` is set and
   // none of `forbids`; returns whether it did (false: the action breaks it).
@@ -281,10 +298,11 @@ class FastStructureCheck {
       case ActionKind::kBubble:
         return !s_.lowered;
       case ActionKind::kReduceGrad:
+      case ActionKind::kWaitReduceGrad:
       case ActionKind::kUnshard:
       case ActionKind::kReshard:
         return s_.lowered && SimpleActionInRange(s_, rank, a, mbs_) && AcceptStageWide(a);
-      default:  // SEND_F, RECV_F, SEND_B, RECV_B
+      default:  // SEND_F, RECV_F, SEND_B, RECV_B, WAIT_SEND_F, WAIT_SEND_B
         return s_.lowered && SimpleActionInRange(s_, rank, a, mbs_);
     }
   }
@@ -308,6 +326,8 @@ class FastStructureCheck {
     switch (a.kind) {
       case ActionKind::kReduceGrad:
         return Advance(state, kReduced, /*needs=*/0, /*forbids=*/kReduced);
+      case ActionKind::kWaitReduceGrad:
+        return Advance(state, kReduceWaited, /*needs=*/kReduced, /*forbids=*/kReduceWaited);
       case ActionKind::kUnshard:
         return Advance(state, kUnsharded, /*needs=*/0, /*forbids=*/kUnsharded);
       default:  // kReshard
@@ -320,7 +340,7 @@ class FastStructureCheck {
   const Schedule& s_;
   const uint32_t mbs_;
   std::vector<uint8_t> phases_;  // by stage * mbs_ + microbatch: kF | kI | kB | kW
-  std::vector<uint8_t> stages_;  // by stage: kReduced | kUnsharded
+  std::vector<uint8_t> stages_;  // by stage: kReduced | kUnsharded | kReduceWaited
 };
 
 }  // namespace

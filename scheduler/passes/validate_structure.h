@@ -7,12 +7,13 @@
 //   - per (stage, microbatch): exactly one F; then either one B, or one I
 //     followed by one W; nothing before its F, no W before its I, no W after
 //     a full B (which already computes weight gradients);
-//   - per stage: at most one REDUCE_GRAD; UNSHARD and RESHARD alternate,
-//     starting with an UNSHARD (the last UNSHARD may stay open);
+//   - per stage: at most one REDUCE_GRAD, and at most one WAIT_REDUCE_GRAD,
+//     after it; UNSHARD and RESHARD alternate, starting with an UNSHARD (the
+//     last UNSHARD may stay open);
 //   - a compute-only program holds only F, B, I, W, OVERLAP_F_B and bubbles;
 //     a lowered one holds no bubbles.
-// Send/receive matching and deadlock freedom are checked by Validate()
-// (validate.h).
+// Send/receive matching (a WAIT_SEND after its SEND among it) and deadlock
+// freedom are checked by Validate() (validate.h).
 //
 // The first violation is returned as InvalidArgument naming the rank, the
 // index in that rank's program and the action, e.g.

@@ -196,7 +196,16 @@ class RankBuilder {
         step.buffer = forward ? b.input : b.output_grad;
         return step;
       }
+      case ActionKind::kWaitSendF:
+      case ActionKind::kWaitSendB: {
+        const ActionKind send = WaitedSendKind(a.kind);
+        step.transfer = transfers_.At(send, a.stage, a.microbatch);
+        PartBuffers b = index_.For(a.stage, a.microbatch);
+        step.buffer = send == ActionKind::kSendF ? b.output : b.input_grad;
+        return step;
+      }
       case ActionKind::kReduceGrad:
+      case ActionKind::kWaitReduceGrad:
         step.buffer = index_.ParamGrad(a.stage);
         return step;
       case ActionKind::kUnshard:

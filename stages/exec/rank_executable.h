@@ -8,7 +8,8 @@
 //   compute (F, I, W, B, OVERLAP_F_B)  parts, each with its buffers and cost
 //   SEND_F / SEND_B                    the transfer, the buffer sent from
 //   RECV_F / RECV_B                    the transfer, the buffer received into
-//   REDUCE_GRAD                        the stage's parameter gradients
+//   REDUCE_GRAD, WAIT_REDUCE_GRAD      the stage's parameter gradients
+//   WAIT_SEND_F / WAIT_SEND_B          the transfer waited for, its sent buffer
 //   UNSHARD / RESHARD                  the stage's gathered parameters
 // and the rank's memory events (which buffers of the memory plan come alive
 // before each step, die after it, or die once its transfer has completed),
@@ -83,8 +84,9 @@ struct ExecStep {
   int32_t stage = -1;  // -1 for a compound
   int32_t microbatch = kNoMicrobatch;
   double cost_us = 0;  // compute: the action's time (Model::ComputeUs)
-  // Send/recv: the transfer and the buffer sent from or received into.
-  // REDUCE_GRAD: buffer = the stage's parameter gradients; UNSHARD/RESHARD:
+  // Send/recv: the transfer and the buffer sent from or received into;
+  // WAIT_SEND_F/B: those of the SEND it waits for. REDUCE_GRAD and
+  // WAIT_REDUCE_GRAD: buffer = the stage's parameter gradients; UNSHARD/RESHARD:
   // buffer = the stage's gathered parameters (kNoBuffer when not planned).
   int32_t transfer = kNoTransfer;
   int32_t buffer = kNoBuffer;

@@ -113,6 +113,7 @@ RankExecutor::RankExecutor(const Schedule& schedule, const Executable& executabl
   recv_span_.resize(num_recv_slots_);
   pending_recvs_.reserve(num_recv_slots_);
   pending_sends_.reserve(exe_.steps.size());
+  reduce_ticket_.assign(exe_.steps.size(), -1);
   Group group;
   for (int k = 0; k < options_.dp; ++k) group.ranks.push_back(rank + k * schedule.pp);
   reductions_ = std::make_unique<ReductionWorker>(transport, std::move(group), options_.reduce,
@@ -191,6 +192,9 @@ absl::Status RankExecutor::BeginStep() {
   std::fill(recv_state_.begin(), recv_state_.end(), RecvState::kNotPosted);
   pending_recvs_.clear();
   pending_sends_.clear();
+  std::fill(reduce_ticket_.begin(), reduce_ticket_.end(), -1);
+  reduce_blocked_since_us_ = -1;
+  waited_reduce_us_ = 0;
   blocked_ = Blocked();
   position_ = -1;
   buffers_->ResetPeak();
@@ -269,11 +273,51 @@ absl::StatusOr<bool> RankExecutor::Execute(const Instruction& in) {
 }
 
 absl::StatusOr<bool> RankExecutor::ReachWait(const Wait& wait) {
-  if (wait.kind != WaitKind::kTransfer) return true;  // UNSHARD: nothing to gather here
-  const int32_t slot = recv_slot_[wait.local];
-  ASSIGN_OR_RETURN(bool done, RecvDone(slot));
-  if (!done) return Block(Blocked::Kind::kRecv, slot);
+  switch (wait.kind) {
+    case WaitKind::kTransfer: {
+      const int32_t slot = recv_slot_[wait.local];
+      ASSIGN_OR_RETURN(bool done, RecvDone(slot));
+      if (!done) return Block(Blocked::Kind::kRecv, slot);
+      return true;
+    }
+    case WaitKind::kSendDone:
+      return SendDone(wait.local);
+    case WaitKind::kReduction:
+      return ReductionDone(wait.local);
+    default:  // kLocal, an UNSHARD: nothing to gather here
+      return true;
+  }
+}
+
+// A WAIT_SEND: the SEND at `send` has completed once it is no longer
+// pending (a completion found earlier released it already).
+absl::StatusOr<bool> RankExecutor::SendDone(int32_t send) {
+  for (size_t k = 0; k < pending_sends_.size(); ++k) {
+    if (pending_sends_[k].step != send) continue;
+    const PendingSend pending = pending_sends_[k];
+    ASSIGN_OR_RETURN(bool done, transport_->Test(pending.request));
+    if (!done) return Block(Blocked::Kind::kSend, static_cast<int32_t>(k));
+    if (pending.span >= 0) result_.timeline.spans[pending.span].end_us = NowUs();
+    ReleaseSent(pending);
+    pending_sends_.erase(pending_sends_.begin() + static_cast<std::ptrdiff_t>(k));
+    return true;
+  }
   return true;
+}
+
+// A WAIT_REDUCE_GRAD: the reduction the REDUCE_GRAD at `reduce` started
+// has ended (none was started when the stage has no planned gradients).
+absl::StatusOr<bool> RankExecutor::ReductionDone(int32_t reduce) {
+  const int64_t ticket = reduce_ticket_[reduce];
+  if (ticket < 0 || reductions_->Ended(ticket)) {
+    if (reduce_blocked_since_us_ >= 0) {
+      waited_reduce_us_ += NowUs() - reduce_blocked_since_us_;
+      reduce_blocked_since_us_ = -1;
+    }
+    return true;
+  }
+  if (reduce_blocked_since_us_ < 0) reduce_blocked_since_us_ = NowUs();
+  return Block(Blocked::Kind::kReduction, reduce);
 }
 
 absl::Status RankExecutor::RunAction(int32_t i) {
@@ -291,8 +335,8 @@ absl::Status RankExecutor::RunAction(int32_t i) {
   if (IsRecv(step.kind)) return PostRecv(i, step);
   if (step.kind == ActionKind::kReduceGrad && step.buffer != kNoBuffer) {
     MutableBytes grads = Bytes(step.buffer);
-    reductions_->Start({reinterpret_cast<float*>(grads.data()), grads.size() / sizeof(float)},
-                       infos_[i]);
+    reduce_ticket_[i] = reductions_->Start(
+        {reinterpret_cast<float*>(grads.data()), grads.size() / sizeof(float)}, infos_[i]);
   }
   return absl::OkStatus();  // UNSHARD, RESHARD: the plan's memory events only
 }
@@ -457,6 +501,9 @@ std::string RankExecutor::DescribeBlocked() const {
       const int32_t i = pending_sends_[blocked_.slot].step;
       return op("send", i, "to", executable_.transfers[exe_.steps[i].transfer].dst_rank);
     }
+    case Blocked::Kind::kReduction:
+      return absl::StrCat("the gradient reduction of ", texts_[blocked_.slot], " (index ",
+                          exe_.steps[blocked_.slot].index, ")");
     case Blocked::Kind::kReductions:
       return "the gradient reductions";
     case Blocked::Kind::kNone:
@@ -485,6 +532,8 @@ absl::Status RankExecutor::WaitBlocked() {
       pending_sends_.erase(pending_sends_.begin() + blocked_.slot);
       return absl::OkStatus();
     }
+    case Blocked::Kind::kReduction:
+      return reductions_->WaitFor(reduce_ticket_[blocked_.slot], options_.timeout);
     case Blocked::Kind::kReductions:
       return reductions_->WaitAll(options_.timeout);
     case Blocked::Kind::kNone:
@@ -515,7 +564,7 @@ absl::StatusOr<bool> RankExecutor::EndStep() {
 
 absl::Status RankExecutor::FinishStep() {
   const double reduced = NowUs();
-  result_.exposed_reduce_us = reduced - result_.compute_end_us;
+  result_.exposed_reduce_us = reduced - result_.compute_end_us + waited_reduce_us_;
   for (size_t s = 0; s < stages_.size(); ++s) {
     if (stages_[s] == nullptr) continue;
     absl::Status status = stages_[s]->FinishStep(context_, Bytes(param_grad_of_[s]));

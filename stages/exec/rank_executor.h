@@ -10,7 +10,12 @@
 //   kBegin     allocate the step-start buffers (eager receive buffers)
 //   kWait      a compute's input: Test the request of the RECV it names
 //              (blocked until it completed); an UNSHARD: nothing (the
-//              reference stages keep whole parameters)
+//              reference stages keep whole parameters); a WAIT_SEND: Test
+//              the request of the SEND it names (blocked until it
+//              completed; its buffers released as on any completion); a
+//              WAIT_REDUCE_GRAD: until the reduction thread has ended that
+//              REDUCE_GRAD's reduction (the time blocked there counts as
+//              exposed reduction)
 //   kAllocate  allocate (parameter gradients zeroed through the provider);
 //              with a provider that reuses released bytes and releases only
 //              when told, first complete the pending sends (see below)
@@ -18,7 +23,7 @@
 //              BackwardWeight or Backward per part); SEND/RECV: post it with
 //              the transfer's tag; REDUCE_GRAD: hand the stage's parameter
 //              gradients to the reduction thread (reduction_worker.h);
-//              UNSHARD/RESHARD: nothing
+//              UNSHARD/RESHARD and the WAITs: nothing
 //   kRelease   release; then Test the pending sends and receives: a sent
 //              buffer is released once its send has completed, never when
 //              it was merely posted -- or, with a provider that
@@ -112,8 +117,9 @@ struct StepResult {
   double start_us = 0;        // since options.origin
   double compute_end_us = 0;  // the last program step ended
   double end_us = 0;          // reductions done, step-end buffers released
-  // Time spent at the end of the step waiting for reductions still running:
-  // the part of the reductions the compute did not hide.
+  // Time spent waiting for reductions still running, at WAIT_REDUCE_GRADs
+  // and at the end of the step: the part of the reductions the compute did
+  // not hide.
   double exposed_reduce_us = 0;
   int64_t peak_bytes = 0;  // the provider's live-byte peak during the step
   // Spans (timeline rank = world rank) and memory samples, when recorded.
@@ -170,8 +176,10 @@ class RankExecutor {
   enum class RecvState : uint8_t { kNotPosted, kPending, kDone };
   // What a step that cannot go on waits for.
   struct Blocked {
-    enum class Kind : uint8_t { kNone, kRecv, kSend, kReductions } kind = Kind::kNone;
-    int32_t slot = -1;  // kRecv: the RECV slot; kSend: the position in pending_sends_
+    enum class Kind : uint8_t { kNone, kRecv, kSend, kReduction, kReductions } kind = Kind::kNone;
+    // kRecv: the RECV slot; kSend: the position in pending_sends_;
+    // kReduction: the REDUCE_GRAD's program index.
+    int32_t slot = -1;
     absl::Time since;   // when it was first found blocked
   };
 
@@ -185,6 +193,8 @@ class RankExecutor {
   // (blocked_ says for what). Each piece below serves one instruction.
   absl::StatusOr<bool> Execute(const Instruction& in);
   absl::StatusOr<bool> ReachWait(const Wait& wait);
+  absl::StatusOr<bool> SendDone(int32_t send);
+  absl::StatusOr<bool> ReductionDone(int32_t reduce);
   absl::Status RunAction(int32_t i);
   absl::Status RunPart(const ExecPart& part);
   // After an action and its releases: test the pending transfers, sample.
@@ -258,6 +268,9 @@ class RankExecutor {
   std::vector<int32_t> recv_span_;      // per RECV slot: its timeline span
   std::vector<int32_t> pending_recvs_;  // slots posted, not yet seen complete
   std::vector<PendingSend> pending_sends_;
+  std::vector<int64_t> reduce_ticket_;  // per step: its REDUCE_GRAD's ticket, -1 if none
+  double reduce_blocked_since_us_ = -1;  // a WAIT_REDUCE_GRAD blocked since then
+  double waited_reduce_us_ = 0;          // this step's time in WAIT_REDUCE_GRADs
   std::array<int64_t, kNumMemoryCategories> live_by_category_{};
   bool memory_changed_ = false;
 };

@@ -31,10 +31,26 @@ double ReductionWorker::NowUs() const {
       .count();
 }
 
-void ReductionWorker::Start(absl::Span<float> data, const OpInfo& info) {
+int64_t ReductionWorker::Start(absl::Span<float> data, const OpInfo& info) {
   absl::MutexLock lock(&mu_);
   queue_.push_back({data, info});
   ++unfinished_;
+  return started_++;
+}
+
+bool ReductionWorker::Ended(int64_t ticket) {
+  absl::MutexLock lock(&mu_);
+  return ended_ > ticket;
+}
+
+absl::Status ReductionWorker::WaitFor(int64_t ticket, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto ended = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ended_ > ticket; };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&ended), timeout)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "timed out after ", absl::FormatDuration(timeout), " waiting for a gradient reduction"));
+  }
+  return status_;
 }
 
 absl::Status ReductionWorker::WaitAll(absl::Duration timeout) {
@@ -76,6 +92,7 @@ void ReductionWorker::Loop() {
       queue_.pop_front();
       if (!status_.ok()) {  // an earlier reduction failed: skip the rest
         --unfinished_;
+        ++ended_;
         continue;
       }
       in_progress_ = work.info.action;
@@ -90,6 +107,7 @@ void ReductionWorker::Loop() {
       status_ = absl::Status(status.code(), absl::StrCat(work.info.action, ": ", status.message()));
     }
     --unfinished_;
+    ++ended_;
   }
 }
 

@@ -16,8 +16,8 @@
 // buffer is reduced as fp32 values; under kReduceScatter a tail of fewer
 // than group-size elements is left out.
 //
-// Thread safety: Start(), Idle() and WaitAll() are called by the rank's
-// compute thread; the worker thread is internal.
+// Thread safety: Start(), Idle(), Ended(), WaitFor() and WaitAll() are
+// called by the rank's compute thread; the worker thread is internal.
 #ifndef JITPIPE_STAGES_EXEC_REDUCTION_WORKER_H_
 #define JITPIPE_STAGES_EXEC_REDUCTION_WORKER_H_
 
@@ -58,8 +58,20 @@ class ReductionWorker {
   ~ReductionWorker();
 
   // Queues the reduction of `data`, described by `info` (stage, program
-  // index, action). REQUIRES: `data` stays valid until WaitAll() returns.
-  void Start(absl::Span<float> data, const OpInfo& info);
+  // index, action). Returns its ticket: the number of reductions started
+  // before it since the worker was made (WaitFor, Ended).
+  // REQUIRES: `data` stays valid until WaitAll() returns.
+  int64_t Start(absl::Span<float> data, const OpInfo& info);
+
+  // Whether the reduction with `ticket` has ended (reductions end in the
+  // order they started); never blocks. Its outcome comes with WaitFor() or
+  // WaitAll().
+  bool Ended(int64_t ticket);
+
+  // Waits until the reduction with `ticket` has ended, at most `timeout`.
+  // Returns the first failure so far (left for WaitAll() too),
+  // DeadlineExceeded when the time passes first. A WAIT_REDUCE_GRAD.
+  absl::Status WaitFor(int64_t ticket, absl::Duration timeout);
 
   // Waits until every started reduction has ended, at most `timeout`.
   // Returns the first failure (the transport's error, prefixed with the
@@ -96,6 +108,8 @@ class ReductionWorker {
   std::deque<Work> queue_ ABSL_GUARDED_BY(mu_);
   int unfinished_ ABSL_GUARDED_BY(mu_) = 0;  // queued or running
   std::optional<std::string> in_progress_ ABSL_GUARDED_BY(mu_);  // the running one's action
+  int64_t started_ ABSL_GUARDED_BY(mu_) = 0;  // reductions started, ever
+  int64_t ended_ ABSL_GUARDED_BY(mu_) = 0;    // of those, ended (or skipped)
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::vector<ReductionSpan> spans_ ABSL_GUARDED_BY(mu_);

@@ -14,13 +14,16 @@
 //   - REDUCE_GRAD starts the stage's reduction on the rank's reduction stream
 //     (serialised), costing dp.latency_us + Model::ReduceTrafficBytes / dp
 //     bandwidth (nothing when dp.size is 1); the step waits for it at the end
-//     and no compute waits for it. With dp.buckets = k > 1 the reduction is
+//     and no compute waits for it, unless a WAIT_REDUCE_GRAD does; With dp.buckets = k > 1 the reduction is
 //     k buckets of 1/k of the traffic, each paying the latency: bucket i < k-1
 //     may start at (i + 1)/k of the stage's last compute action holding one
 //     of its B or W parts, the last bucket when REDUCE_GRAD is reached
 //     (model.h); each starts once the stream is free;
 //   - UNSHARD gathers the stage's parameters on its own stream:
-//     dp.latency_us + param_bytes (size-1)/size / bandwidth; RESHARD is free.
+//     dp.latency_us + param_bytes (size-1)/size / bandwidth; RESHARD is free;
+//   - a WAIT (WAIT_SEND_F/B, WAIT_REDUCE_GRAD) holds the rank until the
+//     transfer of its SEND, or its stage's reduction, has ended; it takes no
+//     time of its own. A buffer released after it is released then.
 // Memory events happen at simulated times: an allocation when its step
 // starts (a REDUCE_GRAD's step starts with its first bucket), a free when its
 // step ends, a sent buffer's free when its transfer
@@ -33,9 +36,10 @@
 // fraction (1 - busy / makespan, worst rank) and the span bubble fraction
 // (1 - busy / longest span, worst rank: the zero-bubble papers' measure);
 // exposed reduction = makespan - the makespan of the same run with free
-// reductions (as no compute waits for a reduction, that run's makespan is
-// the latest compute end). Cost: one pass over the steps, plus sorting each
-// rank's memory events.
+// reductions (when no compute waits for a reduction, that run's makespan is
+// the latest compute end; with a WAIT_REDUCE_GRAD the run is simulated
+// again with free reductions). Cost: one pass over the steps (two with a
+// WAIT_REDUCE_GRAD), plus sorting each rank's memory events.
 //
 // Timeline (SimulationOptions::record_timeline): per rank, in program order,
 // a span per compute step (kCompute), per SEND / RECV from its post to the

@@ -70,6 +70,33 @@ TEST(BufferLifetimesTest, JitLastStage) {
   EXPECT_EQ(b.buffers[0].needed_from, 1);
 }
 
+// PyTorch main's WAIT_SEND: a sent buffer lives until the WAIT of its send
+// (released after it, the transfer then complete), not only until the send
+// completes; eager still holds it to the step end. A reduce buffer lives
+// until its WAIT_REDUCE_GRAD.
+TEST(BufferLifetimesTest, ASentBufferLivesUntilItsWaitSend) {
+  const Schedule s = LoweredFromText(
+      2, 1, Placement::kLoop, 1,
+      {"0F0 0SEND_F0 0RECV_B0 0B0 0WAIT_SEND_F0 0REDUCE_GRAD 0WAIT_REDUCE_GRAD",
+       "1RECV_F0 1F0 1B0 1SEND_B0 1WAIT_SEND_B0"});
+  Model m = Sizes(64, 128, 256);
+  m.defaults.param_bytes = 8;
+  m.dp.grad_dtype = Dtype::kFp32;
+  m.dp.reduce_dtype = Dtype::kBf16;
+  ASSERT_OK_AND_ASSIGN(RankBuffers first, ComputeBufferLifetimes(s, m, 0, {}));
+  EXPECT_THAT(Lines(first), ElementsAre("input 0/0 64 B [0, 3]", "stash 0/0 256 B [0, 3]",
+                                        "output 0/0 128 B [0, 4]",
+                                        "output_grad 0/0 128 B [2, 3] received",
+                                        "param_grad 0 8 B [3, 6] to step end",
+                                        "reduce 0 4 B [5, 6]"));
+  EXPECT_EQ(first.buffers[2].needed_until, 0);  // the liveness bound is the same
+  ASSERT_OK_AND_ASSIGN(RankBuffers last, ComputeBufferLifetimes(s, m, 1, {}));
+  EXPECT_EQ(Find(last, BufferKind::kInputGrad, 0).ToString(), "input_grad 1/0 64 B [2, 4]");
+  const LifetimeOptions eager{.policy = MemoryPolicy::kEager};
+  ASSERT_OK_AND_ASSIGN(RankBuffers held, ComputeBufferLifetimes(s, m, 0, eager));
+  EXPECT_EQ(Find(held, BufferKind::kOutput, 0).ToString(), "output 0/0 128 B [0, 6] to step end");
+}
+
 TEST(BufferLifetimesTest, EagerHoldsReceivesAndSendsForTheWholeStep) {
   const LifetimeOptions eager{.policy = MemoryPolicy::kEager};
   ASSERT_OK_AND_ASSIGN(RankBuffers first,

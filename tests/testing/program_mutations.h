@@ -12,7 +12,8 @@ namespace jitpipe::testing {
 
 // One random edit of one rank's program: swap two actions, drop one,
 // duplicate one, move one to another rank, shift its microbatch by one,
-// change a simple action's kind, or empty a compound.
+// change a simple action's kind (to any simple kind, WAITs included), or
+// empty a compound.
 inline void MutateProgram(Schedule& s, std::mt19937& rng) {
   auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
   RankProgram& program = s.ranks[pick(s.pp)];
@@ -39,7 +40,11 @@ inline void MutateProgram(Schedule& s, std::mt19937& rng) {
       program[i].microbatch += pick(3) - 1;
       break;
     case 5:
-      if (!program[i].is_compound()) program[i].kind = static_cast<ActionKind>(pick(11));
+      if (!program[i].is_compound()) {
+        // Every simple kind: F .. REDUCE_GRAD, WAIT_SEND_F, WAIT_SEND_B,
+        // WAIT_REDUCE_GRAD (kOverlapFB and kBubble come after them).
+        program[i].kind = static_cast<ActionKind>(pick(static_cast<int>(ActionKind::kOverlapFB)));
+      }
       break;
     default:
       if (program[i].is_compound()) program[i].sub_actions = SubActions();

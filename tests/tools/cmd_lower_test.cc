@@ -146,11 +146,71 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{"BadBackward",
                   {"--backward=fuse"},
                   "--backward must be keep, split or merge, not \"fuse\""},
+        UsageCase{"DeferReduceWaitWithoutReduceGrad",
+                  {"--defer-reduce-wait"},
+                  "--defer-reduce-wait needs --reduce-grad"},
+        UsageCase{"FsdpWindowWithoutFsdp",
+                  {"--max-active-stages", "2"},
+                  "--max-active-stages and --unshard-lookahead need --fsdp"},
+        UsageCase{"BadUnshardLookahead",
+                  {"--fsdp", "--unshard-lookahead", "soon"},
+                  "--unshard-lookahead must be full, auto, a number >= 1 or one number per "
+                  "rank (comma-separated), not \"soon\""},
+        UsageCase{"NoResidency",
+                  {"--fsdp", "--max-active-stages", "0"},
+                  "--max-active-stages must be at least 1, not 0"},
+        UsageCase{"NegativeSendBudget",
+                  {"--send-budget", "-1"},
+                  "--send-budget must be 0 (none) or at least 1, not -1"},
         UsageCase{"DumpOfAPassThatDoesNotRun",
                   {"--dump-after", "add_reduce_grad"},
                   "--dump-after add_reduce_grad: no such pass with these options; the passes "
                   "are: lower_send_recv_early, place_recvs_just_in_time"}),
     [](const ::testing::TestParamInfo<UsageCase>& param) { return param.param.name; });
+
+// PyTorch main's options through the CLI: the waits appear where their
+// passes put them, and the program validates.
+TEST(CmdLowerTest, WaitOptionsAddWaitActions) {
+  const std::string dir = MakeTempDir("lower");
+  const Golden g = WriteInterleaved(dir);
+  CliResult r = RunCli({"lower", g.csv, "--reduce-grad", "--defer-reduce-wait", "--wait-send",
+                        "--send-budget", "2", "-o", dir + "/out.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string csv = ReadFile(dir + "/out.csv");
+  EXPECT_THAT(csv, HasSubstr("0WAIT_SEND_F0"));
+  EXPECT_THAT(csv, HasSubstr("WAIT_SEND_B"));  // the budget waits for gradient sends too
+  // Rank 0: stage 4 reduces first, is waited for before stage 0 reduces.
+  EXPECT_THAT(csv, HasSubstr("4WAIT_REDUCE_GRAD,0REDUCE_GRAD,0WAIT_REDUCE_GRAD\n"));
+  CliResult v = RunCli({"validate", dir + "/out.csv"});
+  EXPECT_EQ(v.exit_code, 0) << v.err;
+  // A budget the just-in-time placement cannot keep exits 1, naming one it can.
+  CliResult tight = RunCli({"lower", g.csv, "--send-budget", "1"});
+  EXPECT_EQ(tight.exit_code, 1);
+  EXPECT_THAT(tight.err, HasSubstr("pass add_wait_send_budget: send budget 1 cannot be kept: "));
+  EXPECT_THAT(tight.err, HasSubstr("; budget 2 can be kept"));
+  // FSDP windows: gathering one stage ahead validates.
+  CliResult fsdp = RunCli({"lower", g.csv, "--fsdp", "--max-active-stages", "2",
+                           "--unshard-lookahead", "1", "-o", dir + "/fsdp.json"});
+  ASSERT_EQ(fsdp.exit_code, 0) << fsdp.err;
+  EXPECT_EQ(RunCli({"validate", dir + "/fsdp.json"}).exit_code, 0);
+}
+
+// The hand-written PyTorch main lowering (tests/testdata/pytorch_main),
+// through the CLI: generate, then lower with PyTorch's placement and its
+// waits, byte for byte.
+TEST(CmdLowerTest, EqualsTheHandWrittenPyTorchMainLowering) {
+  const std::string dir = MakeTempDir("lower");
+  ASSERT_EQ(RunCli({"generate", "--schedule", "interleaved-1f1b", "--pp", "2", "--microbatches",
+                    "2", "--stages-per-rank", "2", "-o", dir + "/c.csv"})
+                .exit_code,
+            0);
+  CliResult r = RunCli({"lower", dir + "/c.csv", "--recv", "early", "--fsdp", "--reduce-grad",
+                        "--defer-reduce-wait", "--wait-send", "-o", dir + "/w.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadFile(dir + "/w.csv"),
+            ReadFile(::jitpipe::testing::TestdataPath(
+                "pytorch_main/interleaved1f1b_pp2_mb2_v2_waits.csv")));
+}
 
 TEST(CmdLowerTest, UnknownFlagAndBadOutputExtensionAreUsageErrors) {
   const std::string dir = MakeTempDir("lower");

@@ -45,7 +45,12 @@ class CmdPlanTest : public ::testing::Test {
 
 TEST_F(CmdPlanTest, PrintsOneRowPerRankAndTheWorstPeak) {
   // Rank 0 holds output 0/0 until its SEND_F and receives the grad at
-  // RECV_B: 448 B under jit; eager keeps both to step end: 576 B.
+  // RECV_B: 448 B under jit; eager keeps both to step end: 576 B. Then
+  // PyTorch main's runtime (issue 17): rank 0 receives one 128 B gradient,
+  // rank 1 one 64 B activation: one slot each at every granularity; sent
+  // buffers drained at the step end cost rank 0 the eager peak, as do
+  // _add_wait_send's waits (rank 0's wait follows its backward, the last
+  // action) and the budget's (nothing to wait for before the step ends).
   CliResult r = RunCli({"plan", dir_ + "/s.json", "--model", dir_ + "/m.json"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, dir_ +
@@ -56,7 +61,20 @@ TEST_F(CmdPlanTest, PrintsOneRowPerRankAndTheWorstPeak) {
                        "1.000\n"
                        "   1        448 B        448 B     1.000        448 B        448 B      "
                        "1.000\n"
-                       "worst peak: rank 0, 448 B at index 0 (0F0)\n");
+                       "worst peak: rank 0, 448 B at index 0 (0F0)\n"
+                       "PyTorch's runtime: receive pools per stage and direction (A), per "
+                       "direction (B), per rank (C), in slots and bytes; the receives in one "
+                       "arena; the jit peak with sent buffers released at the step end "
+                       "(drain), once sent (poll), at _add_wait_send's waits (wait-send), "
+                       "under send budget 1\n"
+                       "rank                A                B                C  recv arena "
+                       "arena/best   drain peak    poll peak    wait-send       budget\n"
+                       "   0    1       128 B    1       128 B    1       128 B       128 B      "
+                       "1.000        576 B        448 B        576 B        576 B\n"
+                       "   1    1        64 B    1        64 B    1        64 B        64 B      "
+                       "1.000        448 B        448 B        448 B        448 B\n"
+                       " sum    2       192 B    2       192 B    2       192 B       192 B      "
+                       "1.000\n");
 }
 
 TEST_F(CmdPlanTest, JsonHasOneObjectPerRank) {
@@ -78,6 +96,23 @@ TEST_F(CmdPlanTest, JsonHasOneObjectPerRank) {
   EXPECT_EQ(first["peak_action"], "0F0");
   EXPECT_EQ(first["buffers"], 5);
   EXPECT_EQ(j["worst_rank"], 0);
+  // PyTorch main's runtime, per rank (issue 17).
+  const nlohmann::json& pytorch = j["pytorch"];
+  EXPECT_EQ(pytorch["send_budget"], 1);
+  EXPECT_EQ(pytorch["budget_error"], "");
+  ASSERT_EQ(pytorch["ranks"].size(), 2u);
+  const nlohmann::json& p0 = pytorch["ranks"][0];
+  EXPECT_EQ(p0["receives"], 1);
+  EXPECT_EQ(p0["pool_per_stage_direction"]["slots"], 1);
+  EXPECT_EQ(p0["pool_per_stage_direction"]["bytes"], 128);
+  EXPECT_EQ(p0["pools_per_stage_direction"][0]["direction"], "backward");
+  EXPECT_EQ(p0["pool_per_direction"]["bytes"], 128);
+  EXPECT_EQ(p0["pool_per_rank"]["slots"], 1);
+  EXPECT_EQ(p0["recv_arena_bytes"], 128);
+  EXPECT_EQ(p0["peak_drain_bytes"], 576);
+  EXPECT_EQ(p0["peak_poll_bytes"], 448);
+  EXPECT_EQ(p0["peak_wait_send_bytes"], 576);
+  EXPECT_EQ(p0["peak_budget_bytes"], 576);
 }
 
 TEST_F(CmdPlanTest, LowersAComputeOnlyScheduleFirst) {

@@ -38,6 +38,17 @@ TEST(CmdReplayTest, ReplaysTheRealFileExactly) {
   EXPECT_EQ(r.err, "");
 }
 
+// PyTorch main's WAIT actions (the hand-written lowering of
+// tests/testdata/pytorch_main/) replay for real over two replicas: the
+// executor waits at each WAIT_SEND and WAIT_REDUCE_GRAD, and the result is
+// the reference trainer's.
+TEST(CmdReplayTest, ReplaysAProgramWithWaitActions) {
+  const std::string path = TestdataPath("pytorch_main/dualpipev_pp2_mb4_waits.csv");
+  CliResult r = RunCli({"replay", path, "--stage", "mlp", "--dp", "2", "--steps", "2"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\ncheck against the reference trainer: ok; loss "));
+}
+
 TEST(CmdReplayTest, JsonSummary) {
   CliResult r = RunCli({"replay", kTorchtitan, "--stage", "mlp", "--dp", "2", "--steps", "2",
                         "--policy", "eager", "--json"});

@@ -232,5 +232,68 @@ TEST(CmdValidateTest, HandWrittenJsonWithoutTheInferredFieldsValidates) {
                        kSafeForTagMatchedUseJitRendezvous);
 }
 
+// The acceptance test: a program that relaxed semantics and one
+// communicator per directed pair of ranks run, and whose shared FIFO on one
+// group communicator deadlocks: validate --comms per-group finds the cycle.
+constexpr char kSharedFifoCycle[] =
+    "0F0,0SEND_F0,0F1,0RECV_B0,0SEND_F1,0B0,0RECV_B1,0B1\n"
+    "1RECV_F0,1F0,1B0,1RECV_F1,1SEND_B0,1F1,1B1,1SEND_B1\n";
+
+TEST(CmdValidateTest, PerGroupFindsTheSharedFifoCycleRelaxedAndPerEdgePass) {
+  const std::string path = CsvFile(kSharedFifoCycle);
+  CliResult relaxed = RunCli({"validate", path});
+  EXPECT_EQ(relaxed.exit_code, 0) << relaxed.err;
+  CliResult edge = RunCli({"validate", path, "--comms", "per-edge"});
+  EXPECT_EQ(edge.exit_code, 0) << edge.err;
+  EXPECT_THAT(edge.out,
+              HasSubstr("\n  communicators per-edge: deadlock-free when each communicator's "
+                        "operations complete in FIFO order (one per directed pair of ranks)\n"
+                        "  first use of each communicator, if created lazily: rank 0: 0->1 at "
+                        "index 1 (0SEND_F0), 1->0 at index 3 (0RECV_B0); rank 1: 0->1 at index "
+                        "0 (1RECV_F0), 1->0 at index 4 (1SEND_B0)\n  lazy creation: ok"));
+  CliResult group = RunCli({"validate", path, "--comms", "per-group"});
+  EXPECT_EQ(group.exit_code, 1);
+  EXPECT_EQ(group.out, "");
+  EXPECT_EQ(group.err,
+            "jitpipe validate: " + path +
+                ": deadlock under FIFO completion on one communicator for the pipeline group: "
+                "wait cycle 0 -> 1 -> 0: 0RECV_B0 (rank 0, index 3) waits for its partner "
+                "1SEND_B0 (rank 1, index 4), queued on the group communicator behind 1RECV_F1 "
+                "(index 3); 1RECV_F1 (rank 1, index 3) waits for its partner 0SEND_F1 (rank 0, "
+                "index 4), queued on the group communicator behind 0RECV_B0 (index 3); stuck: "
+                "rank 0 at index 5 (0B0) waits for 0RECV_B0 (index 3) to complete; rank 1 at "
+                "index 5 (1F1) waits for 1RECV_F1 (index 3) to complete\n");
+}
+
+// Lazily created communicators: the first-use order is printed, a hang
+// reported, and an error with --lazy-comms.
+TEST(CmdValidateTest, LazyCommunicatorsCreatedInOppositeOrdersHang) {
+  const std::string path = CsvFile(
+      "3RECV_F0,0F0,0SEND_F0,3F0,3B0,3SEND_B0,0RECV_B0,0B0\n"
+      "1RECV_F0,1F0,2F0,2SEND_F0,2RECV_B0,2B0,1B0,1SEND_B0\n");
+  CliResult r = RunCli({"validate", path, "--comms", "per-edge"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("first use of each communicator, if created lazily: rank 0: "
+                               "1->0 at index 0 (3RECV_F0), 0->1 at index 2 (0SEND_F0); rank 1: "
+                               "0->1 at index 0 (1RECV_F0), 1->0 at index 3 (2SEND_F0)\n"));
+  EXPECT_THAT(r.out, HasSubstr("  lazy creation: would hang: deadlock under FIFO completion on "
+                               "one communicator per directed pair of ranks (created lazily): "
+                               "wait cycle 0 -> 1 -> 0: rank 0 at index 0 (3RECV_F0) creates "
+                               "communicator 1->0"));
+  CliResult lazy = RunCli({"validate", path, "--comms", "per-edge", "--lazy-comms"});
+  EXPECT_EQ(lazy.exit_code, 1);
+  EXPECT_THAT(lazy.err, HasSubstr("(created lazily): wait cycle 0 -> 1 -> 0"));
+}
+
+TEST(CmdValidateTest, CommsUsageErrors) {
+  const std::string path = CsvFile(kSharedFifoCycle);
+  CliResult bad = RunCli({"validate", path, "--comms", "per-pair"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--comms must be per-edge or per-group, not \"per-pair\""));
+  CliResult lazy = RunCli({"validate", path, "--lazy-comms"});
+  EXPECT_EQ(lazy.exit_code, 2);
+  EXPECT_THAT(lazy.err, HasSubstr("--lazy-comms needs --comms per-edge or per-group"));
+}
+
 }  // namespace
 }  // namespace jitpipe

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "scheduler/generators/generate.h"
 #include "scheduler/ir/schedule_csv.h"
@@ -139,6 +140,36 @@ TEST(CommMatchingTest, GridAttachedOnlyWhenAsked) {
   EXPECT_TRUE(with_grid.GetPayload("type.jitpipe/schedule_grid").has_value());
 }
 
+// PyTorch main's WAIT_SEND: once, after the SEND it waits for, on its rank.
+// REDUCE_GRAD positions are recorded for WAIT_REDUCE_GRAD.
+TEST(CommMatchingTest, AWaitSendComesOnceAfterItsSend) {
+  constexpr char kRank1[] = "1RECV_F0,1F0,1B0,1SEND_B0,1WAIT_SEND_B0,1REDUCE_GRAD\n";
+  ASSERT_OK_AND_ASSIGN(
+      Schedule fine,
+      ParseScheduleCsv(absl::StrCat("0F0,0SEND_F0,0RECV_B0,0B0,0WAIT_SEND_F0\n", kRank1)));
+  ASSERT_OK_AND_ASSIGN(CommPositions p, MatchSendRecv(fine));
+  EXPECT_EQ(p.reduce_grad, (std::vector<int32_t>{kAbsent, 5}));
+  EXPECT_EQ(WaitedSend(p, fine.ranks[0][4]), 1);
+  const Endpoint recv = WaitedRecv(p, fine.ranks[0][4]);
+  EXPECT_EQ(recv.rank, 1);
+  EXPECT_EQ(recv.index, 0);
+  EXPECT_EQ(WaitedRecv(p, fine.ranks[1][4]).index, 2);  // 0RECV_B0
+
+  const std::pair<std::string, std::string> bad[] = {
+      {"0F0,0WAIT_SEND_F0,0SEND_F0,0RECV_B0,0B0\n",
+       "rank 0, index 1 (0WAIT_SEND_F0): waits for 0SEND_F0, which comes later, at index 2"},
+      {"0F0,0SEND_F0,0WAIT_SEND_F0,0RECV_B0,0B0,0WAIT_SEND_F0\n",
+       "rank 0, index 5 (0WAIT_SEND_F0): a second 0WAIT_SEND_F0; the first is at index 2"},
+      {"0F0,0SEND_F0,0RECV_B0,0B0,0WAIT_SEND_B0\n",
+       "rank 0, index 4 (0WAIT_SEND_B0): waits for 0SEND_B0, which this rank never posts"},
+  };
+  for (const auto& [rank0, error] : bad) {
+    ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleCsv(absl::StrCat(rank0, kRank1)));
+    EXPECT_EQ(Message(MatchSendRecv(s)), error);
+    EXPECT_EQ(Message(MatchSendRecvPerAction(s)), error);
+  }
+}
+
 // The table pass must accept exactly what the per-action checker accepts,
 // with the same positions, and leave every message to it. Mutants that are
 // not structurally valid are outside MatchSendRecv's contract and skipped.
@@ -167,6 +198,7 @@ TEST(CommMatchingTest, TablePassAgreesWithThePerActionChecker) {
         EXPECT_EQ(fast->recv_f, exact->recv_f);
         EXPECT_EQ(fast->send_b, exact->send_b);
         EXPECT_EQ(fast->recv_b, exact->recv_b);
+        EXPECT_EQ(fast->reduce_grad, exact->reduce_grad);
       }
     }
   }

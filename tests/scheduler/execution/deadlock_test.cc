@@ -184,5 +184,39 @@ TEST(DeadlockTest, MutationsOfInterleavedLoweringHang) {
 INSTANTIATE_TEST_SUITE_P(Pytorch, DeadlockAgreesWithLockStepTest,
                          ::testing::ValuesIn(PytorchConformanceNames()));
 
+// A WAIT_SEND placed where its transfer cannot have completed: rank 0
+// waits for rank 1 to post 1RECV_F0, which rank 1 does only after consuming
+// 0SEND_F1, which rank 0 posts after the wait. Without the wait the program
+// runs under every model but the lock-step one's blocking receive.
+TEST(DeadlockTest, AWaitSendTooEarlyIsACycle) {
+  constexpr char kEarlyWait[] =
+      "0F0,0SEND_F0,0WAIT_SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
+      "1RECV_F1,1F1,1RECV_F0,1F0,1B0,1SEND_B0,1B1,1SEND_B1\n";
+  ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleCsv(kEarlyWait));
+  EXPECT_EQ(Message(Check(s, WaitModel::kRelaxed)),
+            "deadlock under relaxed semantics: wait cycle 0 -> 1 -> 0: rank 0 at index 2 "
+            "(0WAIT_SEND_F0) waits for rank 1 to post 1RECV_F0 (index 2); rank 1 at index 1 "
+            "(1F1) waits for rank 0 to post 0SEND_F1 (index 4)");
+  std::string without = kEarlyWait;
+  without.erase(without.find("0WAIT_SEND_F0,"), std::string("0WAIT_SEND_F0,").size());
+  ASSERT_OK_AND_ASSIGN(Schedule fine, ParseScheduleCsv(without));
+  EXPECT_OK(Check(fine, WaitModel::kRelaxed));
+}
+
+// The same wait after the backward that consumes the answer to its send
+// (PyTorch's _add_wait_send placement) never waits on anything new. (Rank
+// 1 receives out of rank 0's send order, which strict semantics refuses on
+// its own.)
+TEST(DeadlockTest, AWaitSendAfterTheLocalBackwardRuns) {
+  ASSERT_OK_AND_ASSIGN(
+      Schedule s,
+      ParseScheduleCsv("0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0WAIT_SEND_F0,0RECV_B1,0B1,"
+                       "0WAIT_SEND_F1\n"
+                       "1RECV_F1,1F1,1RECV_F0,1F0,1B0,1SEND_B0,1B1,1SEND_B1\n"));
+  for (WaitModel model : {WaitModel::kRelaxed, WaitModel::kBlockingRecv}) {
+    EXPECT_OK(Check(s, model)) << WaitModelName(model);
+  }
+}
+
 }  // namespace
 }  // namespace jitpipe

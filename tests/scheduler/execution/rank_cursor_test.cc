@@ -140,6 +140,67 @@ TEST(RankCursorTest, AComputeWaitsForItsStagesUnshard) {
                                       "kRun 2 (0B0)", "kRun 3 (0RESHARD)", "kEnd {}", "kDone"}));
 }
 
+// PyTorch main's explicit waits. A WAIT_SEND waits, under every model, for
+// the peer to have run the RECV of its SEND (the transfer then completes);
+// the buffer sent lives until the WAIT, so the cursor hands it out as a
+// release after it, not with the SEND.
+constexpr char kWithWaits[] =
+    "0F0,0SEND_F0,0RECV_B0,0B0,0WAIT_SEND_F0,0REDUCE_GRAD,0WAIT_REDUCE_GRAD\n"
+    "1RECV_F0,1F0,1B0,1SEND_B0,1WAIT_SEND_B0\n";
+
+TEST(RankCursorTest, AWaitSendWaitsForThePeersReceiveUnderEveryModel) {
+  for (WaitModel model : {WaitModel::kRelaxed, WaitModel::kStrict, WaitModel::kBlockingRecv}) {
+    SCOPED_TRACE(WaitModelName(model));
+    const Program p = Parse(kWithWaits);
+    RankCursor c(p.schedule, p.positions, 1, model);
+    while (c.current().index < 4) c.Advance();
+    EXPECT_EQ(c.ToString(p.schedule),
+              "kWait before 4 (1WAIT_SEND_B0): rank 0 runs 0RECV_B0 (index 2)");
+    EXPECT_EQ(c.current().wait.kind, WaitKind::kSendDone);
+    EXPECT_EQ(c.current().wait.local, 3);  // 1SEND_B0
+  }
+}
+
+TEST(RankCursorTest, AWaitReduceGradWaitsForItsRanksReduction) {
+  const Program p = Parse(kWithWaits);
+  std::vector<std::string> walk = Walk(p, 0, WaitModel::kRelaxed);
+  EXPECT_EQ(std::vector<std::string>(walk.end() - 5, walk.end()),
+            (std::vector<std::string>{"kRun 5 (0REDUCE_GRAD)",
+                                      "kWait before 6 (0WAIT_REDUCE_GRAD): rank 0 runs "
+                                      "0REDUCE_GRAD (index 5)",
+                                      "kRun 6 (0WAIT_REDUCE_GRAD)", "kEnd {}", "kDone"}));
+  RankCursor c(p.schedule, p.positions, 0, WaitModel::kRelaxed);
+  while (c.current().index < 6) c.Advance();
+  EXPECT_EQ(c.current().wait.kind, WaitKind::kReduction);
+  EXPECT_EQ(c.current().wait.local, 5);
+}
+
+// Rank 0's output (buffer 1) is sent at index 1 and waited for at index 4:
+// it is released after the WAIT, and its SEND carries nothing.
+TEST(RankCursorTest, ASentBufferWithAWaitIsReleasedAfterTheWait) {
+  RankMemoryEvents memory;
+  //            0F0          0SEND_F0   0RECV_B0  0B0          0WAIT_SEND_F0 0REDUCE 0WAIT_R
+  std::vector<std::vector<int32_t>> lists = {{0, 1}, {}, {}, {}, {}, {}, {2}, {}, {}, {},
+                                             {0, 2}, {}, {}, {1}, {}, {}, {}, {}, {}, {},
+                                             {}};
+  memory.offsets.push_back(0);
+  for (const auto& list : lists) {
+    memory.ids.insert(memory.ids.end(), list.begin(), list.end());
+    memory.offsets.push_back(static_cast<int32_t>(memory.ids.size()));
+  }
+  EXPECT_EQ(Walk(Parse(kWithWaits), 0, WaitModel::kRelaxed, &memory),
+            (std::vector<std::string>{
+                "kBegin {}", "kAllocate before 0 (0F0) {0,1}", "kRun 0 (0F0)",
+                "kRun 1 (0SEND_F0)", "kAllocate before 2 (0RECV_B0) {2}", "kRun 2 (0RECV_B0)",
+                "kWait before 3 (0B0): rank 1 runs 1SEND_B0 (index 3)", "kRun 3 (0B0)",
+                "kRelease after 3 (0B0) {0,2}",
+                "kWait before 4 (0WAIT_SEND_F0): rank 1 runs 1RECV_F0 (index 0)",
+                "kRun 4 (0WAIT_SEND_F0)", "kRelease after 4 (0WAIT_SEND_F0) {1}",
+                "kRun 5 (0REDUCE_GRAD)",
+                "kWait before 6 (0WAIT_REDUCE_GRAD): rank 0 runs 0REDUCE_GRAD (index 5)",
+                "kRun 6 (0WAIT_REDUCE_GRAD)", "kEnd {}", "kDone"}));
+}
+
 // RunRanks visits every instruction of every rank, waits only once they
 // hold: here the visitor checks the rule itself.
 TEST(RunRanksTest, VisitsWaitsOnlyOnceTheyHold) {

@@ -21,6 +21,9 @@ TEST(ActionTest, FormatsEveryKindAsPyTorchDoes) {
   EXPECT_EQ(Action::StageWide(ActionKind::kUnshard, 0).ToString(), "0UNSHARD");
   EXPECT_EQ(Action::StageWide(ActionKind::kReshard, 3).ToString(), "3RESHARD");
   EXPECT_EQ(Action::StageWide(ActionKind::kReduceGrad, 2).ToString(), "2REDUCE_GRAD");
+  EXPECT_EQ(Action::Make(ActionKind::kWaitSendF, 1, 2).ToString(), "1WAIT_SEND_F2");
+  EXPECT_EQ(Action::Make(ActionKind::kWaitSendB, 3, 0).ToString(), "3WAIT_SEND_B0");
+  EXPECT_EQ(Action::StageWide(ActionKind::kWaitReduceGrad, 2).ToString(), "2WAIT_REDUCE_GRAD");
   EXPECT_EQ(Action::Overlap({Action::Make(ActionKind::kForward, 4, 4),
                              Action::Make(ActionKind::kBackward, 3, 0)})
                 .ToString(),
@@ -46,7 +49,21 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values("0F1", "3B0", "7I2", "7W2", "1SEND_F0", "1RECV_F1", "2SEND_B2",
                       "1RECV_B12", "0UNSHARD", "3RESHARD", "2REDUCE_GRAD",
                       "(4F4;3B0)OVERLAP_F_B", "(0F7;7I3;7W3)OVERLAP_F_B", "2147483647F0",
-                      "0F2147483647", "10REDUCE_GRAD"));
+                      "0F2147483647", "10REDUCE_GRAD", "1WAIT_SEND_F2", "3WAIT_SEND_B0",
+                      "2WAIT_REDUCE_GRAD", "12WAIT_SEND_F10", "0W0"));
+
+// The WAIT kinds start with "W", the weight backward's name: the parser
+// must read the longer name, never W followed by garbage.
+TEST(ActionTest, ParsesTheWaitKindsNotAWeightBackward) {
+  ASSERT_OK_AND_ASSIGN(Action send_f, ParseAction("1WAIT_SEND_F2"));
+  EXPECT_EQ(send_f, Action::Make(ActionKind::kWaitSendF, 1, 2));
+  ASSERT_OK_AND_ASSIGN(Action send_b, ParseAction("3WAIT_SEND_B0"));
+  EXPECT_EQ(send_b, Action::Make(ActionKind::kWaitSendB, 3, 0));
+  ASSERT_OK_AND_ASSIGN(Action reduce, ParseAction("2WAIT_REDUCE_GRAD"));
+  EXPECT_EQ(reduce, Action::StageWide(ActionKind::kWaitReduceGrad, 2));
+  ASSERT_OK_AND_ASSIGN(Action weight, ParseAction("2W7"));
+  EXPECT_EQ(weight, Action::Make(ActionKind::kBackwardWeight, 2, 7));
+}
 
 TEST(ActionTest, ParsesFieldsOfACompound) {
   ASSERT_OK_AND_ASSIGN(Action a, ParseAction("(4F4;3B0)OVERLAP_F_B"));
@@ -96,12 +113,12 @@ INSTANTIATE_TEST_SUITE_P(
                   "stage number"},
         BadAction{"0X1",
                   "cannot parse action \"0X1\": unexpected \"X\" at character 2; expected an "
-                  "action type (F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD "
-                  "or REDUCE_GRAD)"},
+                  "action type (F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, WAIT_SEND_F, "
+                  "WAIT_SEND_B, UNSHARD, RESHARD, REDUCE_GRAD or WAIT_REDUCE_GRAD)"},
         BadAction{"0SEND1",
                   "cannot parse action \"0SEND1\": unexpected \"S\" at character 2; expected an "
-                  "action type (F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD "
-                  "or REDUCE_GRAD)"},
+                  "action type (F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, WAIT_SEND_F, "
+                  "WAIT_SEND_B, UNSHARD, RESHARD, REDUCE_GRAD or WAIT_REDUCE_GRAD)"},
         BadAction{"2147483648F0",
                   "cannot parse action \"2147483648F0\": the stage number at character 1 "
                   "does not fit in 31 bits"},
@@ -116,8 +133,29 @@ INSTANTIATE_TEST_SUITE_P(
                   "stage number"},
         BadAction{"0f1",
                   "cannot parse action \"0f1\": unexpected \"f\" at character 2; expected an "
-                  "action type (F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD "
-                  "or REDUCE_GRAD)"},
+                  "action type (F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, WAIT_SEND_F, "
+                  "WAIT_SEND_B, UNSHARD, RESHARD, REDUCE_GRAD or WAIT_REDUCE_GRAD)"},
+        BadAction{"0WAIT_SEND_F",
+                  "cannot parse action \"0WAIT_SEND_F\": the end of the text at character 13; "
+                  "expected a microbatch number after WAIT_SEND_F"},
+        BadAction{"0WAIT_REDUCE_GRAD3",
+                  "cannot parse action \"0WAIT_REDUCE_GRAD3\": unexpected \"3\" at character "
+                  "18; expected the end of the action"},
+        BadAction{"0WAIT_SEND0",
+                  "cannot parse action \"0WAIT_SEND0\": unexpected \"W\" at character 2; "
+                  "expected an action type (F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, "
+                  "WAIT_SEND_F, WAIT_SEND_B, UNSHARD, RESHARD, REDUCE_GRAD or WAIT_REDUCE_GRAD)"},
+        BadAction{"1WAIT_SEND_X0",
+                  "cannot parse action \"1WAIT_SEND_X0\": unexpected \"W\" at character 2; "
+                  "expected an action type (F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, "
+                  "WAIT_SEND_F, WAIT_SEND_B, UNSHARD, RESHARD, REDUCE_GRAD or WAIT_REDUCE_GRAD)"},
+        BadAction{"0FB1",
+                  "cannot parse action \"0FB1\": unexpected \"F\" at character 2; expected an "
+                  "action type (F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, WAIT_SEND_F, "
+                  "WAIT_SEND_B, UNSHARD, RESHARD, REDUCE_GRAD or WAIT_REDUCE_GRAD)"},
+        BadAction{"(4F4;3WAIT_SEND_B0)OVERLAP_F_B",
+                  "cannot parse action \"(4F4;3WAIT_SEND_B0)OVERLAP_F_B\": the sub-action at "
+                  "character 6 is WAIT_SEND_B; an OVERLAP_F_B holds only F, B, I and W"},
         BadAction{"(4F4;3B0)",
                   "cannot parse action \"(4F4;3B0)\": the end of the text at character 10; "
                   "expected OVERLAP_F_B after \")\""},
@@ -138,8 +176,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "expected a stage number"},
         BadAction{"0 F1",
                   "cannot parse action \"0 F1\": unexpected \" \" at character 2; expected an "
-                  "action type (F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD "
-                  "or REDUCE_GRAD)"}));
+                  "action type (F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, WAIT_SEND_F, "
+                  "WAIT_SEND_B, UNSHARD, RESHARD, REDUCE_GRAD or WAIT_REDUCE_GRAD)"}));
 
 TEST(ActionTest, KindPredicates) {
   EXPECT_TRUE(IsCompute(ActionKind::kOverlapFB));
@@ -148,6 +186,17 @@ TEST(ActionTest, KindPredicates) {
   EXPECT_TRUE(IsRecv(ActionKind::kRecvF));
   EXPECT_FALSE(HasMicrobatch(ActionKind::kReduceGrad));
   EXPECT_TRUE(HasMicrobatch(ActionKind::kRecvB));
+  EXPECT_TRUE(HasMicrobatch(ActionKind::kWaitSendF));
+  EXPECT_TRUE(HasMicrobatch(ActionKind::kWaitSendB));
+  EXPECT_FALSE(HasMicrobatch(ActionKind::kWaitReduceGrad));
+  EXPECT_FALSE(IsCompute(ActionKind::kWaitSendF));
+  EXPECT_FALSE(IsSendRecv(ActionKind::kWaitSendB));
+  EXPECT_TRUE(IsWaitSend(ActionKind::kWaitSendB));
+  EXPECT_FALSE(IsWaitSend(ActionKind::kWaitReduceGrad));
+  EXPECT_TRUE(IsWait(ActionKind::kWaitReduceGrad));
+  EXPECT_FALSE(IsWait(ActionKind::kReduceGrad));
+  EXPECT_EQ(WaitedSendKind(ActionKind::kWaitSendF), ActionKind::kSendF);
+  EXPECT_EQ(WaitedSendKind(ActionKind::kWaitSendB), ActionKind::kSendB);
 }
 
 TEST(ActionTest, ForEachComputePartVisitsSubActionsInOrder) {

@@ -56,6 +56,26 @@ TEST_P(CsvConformanceTest, JsonWithoutTheInferredFieldsReadsAsTheCsv) {
 INSTANTIATE_TEST_SUITE_P(Pytorch, CsvConformanceTest,
                          ::testing::ValuesIn(PytorchConformanceNames()));
 
+// PyTorch main's explicit waits (WAIT_SEND_F, WAIT_SEND_B, WAIT_REDUCE_GRAD)
+// read and write byte for byte, through CSV and through JSON, and make a
+// program lowered.
+TEST(CsvTest, WaitActionsRoundTripByteForByte) {
+  const std::string csv = ReadTestdata("wait_actions/1f1b_pp2_m2.csv");
+  ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleCsv(csv));
+  EXPECT_TRUE(s.lowered);
+  EXPECT_EQ(s.microbatches, 2);
+  EXPECT_EQ(s.ranks[0][6], Action::Make(ActionKind::kWaitSendF, 0, 0));
+  EXPECT_EQ(s.ranks[1][8], Action::Make(ActionKind::kWaitSendB, 1, 0));
+  EXPECT_EQ(s.ranks[0][11], Action::StageWide(ActionKind::kWaitReduceGrad, 0));
+  EXPECT_EQ(ScheduleToCsv(s), csv);
+  const std::string json = ScheduleToJson(s);
+  EXPECT_NE(json.find("\"0WAIT_SEND_F0\""), std::string::npos);
+  ASSERT_OK_AND_ASSIGN(Schedule from_json, ParseScheduleJson(json));
+  EXPECT_EQ(from_json, s);
+  EXPECT_EQ(ScheduleToJson(from_json), json);
+  EXPECT_EQ(ScheduleToCsv(from_json), csv);
+}
+
 TEST(CsvTest, InfersParametersAsPyTorchDoes) {
   nlohmann::json d = ReadTestdataJson("conformance/pytorch/Interleaved1F1B_pp4_mb8_v2.json");
   ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleCsv(CsvFromJson(d["ranks"])));

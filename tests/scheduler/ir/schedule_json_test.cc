@@ -211,13 +211,21 @@ INSTANTIATE_TEST_SUITE_P(
         Contradiction{"LoweredFalseWithSend",
                       HandWritten(kTwoRanks, kLowered1f1b, R"("lowered": false, )"),
                       "\"lowered\" is false but rank 0, index 1 (\"0SEND_F0\") is a SEND_F; a "
-                      "compute-only program has no SEND/RECV, UNSHARD, RESHARD or REDUCE_GRAD"},
+                      "compute-only program has no SEND/RECV, WAIT, UNSHARD, RESHARD or REDUCE_GRAD"},
         Contradiction{"LoweredFalseWithReduceGrad",
                       HandWritten(kTwoRanks, R"([["0F0", "0B0"], ["1F0", "1B0", "1REDUCE_GRAD"]])",
                                   R"("lowered": false, )"),
                       "\"lowered\" is false but rank 1, index 2 (\"1REDUCE_GRAD\") is a "
-                      "REDUCE_GRAD; a compute-only program has no SEND/RECV, UNSHARD, RESHARD or "
-                      "REDUCE_GRAD"},
+                      "REDUCE_GRAD; a compute-only program has no SEND/RECV, WAIT, UNSHARD, "
+                      "RESHARD or REDUCE_GRAD"},
+        // The WAIT kinds (PyTorch main) are communication too.
+        Contradiction{"LoweredFalseWithWaitSend",
+                      HandWritten(kTwoRanks,
+                                  R"([["0F0", "0B0", "0WAIT_SEND_F0"], ["1F0", "1B0"]])",
+                                  R"("lowered": false, )"),
+                      "\"lowered\" is false but rank 0, index 2 (\"0WAIT_SEND_F0\") is a "
+                      "WAIT_SEND_F; a compute-only program has no SEND/RECV, WAIT, UNSHARD, "
+                      "RESHARD or REDUCE_GRAD"},
         Contradiction{"BubbleInAnInferredLoweredProgram",
                       HandWritten(kTwoRanks, R"([["0F0", "0SEND_F0", null, "0RECV_B0", "0B0"],
                                                  ["1RECV_F0", "1F0", "1B0", "1SEND_B0"]])"),
@@ -270,7 +278,8 @@ INSTANTIATE_TEST_SUITE_P(
                                   R"([["0F0", "0F1", "0B0", "0B1"], ["1F0", "1X0", "1F1", "1B1"]])"),
                       "rank 1, index 1 (\"1X0\"): cannot parse action \"1X0\": unexpected \"X\" "
                       "at character 2; expected an action type (F, B, I, W, SEND_F, RECV_F, "
-                      "SEND_B, RECV_B, UNSHARD, RESHARD or REDUCE_GRAD)"}),
+                      "SEND_B, RECV_B, WAIT_SEND_F, WAIT_SEND_B, UNSHARD, RESHARD, REDUCE_GRAD or "
+                      "WAIT_REDUCE_GRAD)"}),
     [](const ::testing::TestParamInfo<Contradiction>& param_info) {
       return param_info.param.name;
     });

@@ -114,7 +114,8 @@ INSTANTIATE_TEST_SUITE_P(Pytorch, LowerConformanceTest,
 // stages per rank: whatever the generator accepts lowers (invariants checked
 // after every pass) with --recv jit to a program valid under relaxed
 // semantics, and with --recv jit-rendezvous to one valid under relaxed and
-// strict semantics.
+// strict semantics and under FIFO completion on communicators per edge and
+// per group.
 class LowerGeneratorGridTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LowerGeneratorGridTest, JitLoweringsAreDeadlockFree) {
@@ -134,6 +135,10 @@ TEST_P(LowerGeneratorGridTest, JitLoweringsAreDeadlockFree) {
             ASSERT_OK(Validate(*lowered, kRelaxed)) << what;
             if (recv == RecvPlacement::kJitRendezvous) {
               ASSERT_OK(Validate(*lowered, kStrict)) << what;
+              // What `lower --comms` relies on: safe under strict semantics,
+              // safe under FIFO completion in either communicator layout.
+              ASSERT_OK(Validate(*lowered, {.comms = CommLayout::kPerGroup})) << what;
+              ASSERT_OK(Validate(*lowered, {.comms = CommLayout::kPerEdge})) << what;
             }
           }
         }
@@ -142,6 +147,31 @@ TEST_P(LowerGeneratorGridTest, JitLoweringsAreDeadlockFree) {
     }
   }
   EXPECT_GT(lowered_count, 0) << GetParam() << " accepted no parameters";
+}
+
+// Over FIFO communicators: --recv jit as it is deadlocks on one group
+// communicator for most schedules (1F1B already), while with `comms` set
+// the lowering places receives for them, and the result runs on both
+// layouts, on every generator (the lowering checks it; so does the test).
+TEST(LowerTest, CommsMakeTheJitLoweringSafeForFifoCommunicators) {
+  ASSERT_OK_AND_ASSIGN(Schedule one_f_one_b, Generate({"1f1b", 4, 8, 0}));
+  ASSERT_OK_AND_ASSIGN(Schedule jit, Lower(one_f_one_b));
+  EXPECT_OK(Validate(jit, {.comms = CommLayout::kPerEdge}));
+  EXPECT_FALSE(Validate(jit, {.comms = CommLayout::kPerGroup}).ok());
+  for (const GeneratorInfo& info : AllGenerators()) {
+    for (int pp : {2, 4}) {
+      absl::StatusOr<Schedule> s = Generate({info.name, pp, 2 * pp, 2});
+      if (!s.ok()) s = Generate({info.name, pp, 2 * pp, 0});
+      ASSERT_OK(s.status()) << info.name;
+      for (CommLayout layout : {CommLayout::kPerEdge, CommLayout::kPerGroup}) {
+        SCOPED_TRACE(absl::StrCat(info.name, " pp ", pp, " ", CommLayoutName(layout)));
+        ASSERT_OK_AND_ASSIGN(Schedule lowered,
+                             Lower(*s, {.reduce_grad = true, .comms = layout}));
+        EXPECT_OK(Validate(lowered, {.comms = CommLayout::kPerEdge}));
+        EXPECT_OK(Validate(lowered, {.comms = CommLayout::kPerGroup}));
+      }
+    }
+  }
 }
 
 std::vector<std::string> GeneratorNames() {

@@ -156,6 +156,18 @@ TEST(ValidateStructureTest, StageWideActionsReduceOnceAndShardInTurn) {
   s.ranks = {{f, reshard, b}};
   EXPECT_EQ(::jitpipe::testing::Message(ValidateStructure(s)),
             "rank 0, index 1 (0RESHARD): stage 0 is not unsharded (no UNSHARD before it)");
+  // PyTorch main's WAIT_REDUCE_GRAD: once, after the stage's REDUCE_GRAD.
+  const Action wait = Action::StageWide(ActionKind::kWaitReduceGrad, 0);
+  s.ranks = {{f, b, reduce, wait}};
+  EXPECT_OK(ValidateStructure(s));
+  s.ranks = {{f, b, wait, reduce}};
+  EXPECT_EQ(::jitpipe::testing::Message(ValidateStructure(s)),
+            "rank 0, index 2 (0WAIT_REDUCE_GRAD): waits for the gradient reduction of stage 0, "
+            "which has not started (no REDUCE_GRAD before it)");
+  s.ranks = {{f, b, reduce, wait, wait}};
+  EXPECT_EQ(::jitpipe::testing::Message(ValidateStructure(s)),
+            "rank 0, index 4 (0WAIT_REDUCE_GRAD): a second wait for the gradient reduction of "
+            "stage 0; the first is at index 3");
 }
 
 TEST(ValidateStructureTest, RefusesAStageOnTheWrongRankAndOutOfRangeMicrobatches) {

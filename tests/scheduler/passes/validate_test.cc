@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/ir/schedule_csv.h"
 #include "scheduler/analysis/grid_report.h"
@@ -218,6 +219,24 @@ TEST(ValidateTest, PairOrderIsCheckedBeforeTheStrictDeadlock) {
             "(index 3) before 1SEND_B1 (index 7), but this rank receives 0RECV_B1 before "
             "0RECV_B0 (index 5); under strict rendezvous semantics sends and receives between "
             "two ranks match in posting order");
+}
+
+// Over FIFO communicators a pair of ranks' operations match in posting
+// order too (NCCL), then the FIFO deadlock check runs (comm_fifo.h).
+TEST(ValidateTest, CommunicatorsNeedPairOrderThenNoFifoCycle) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleCsv(kOutOfPairOrder));
+  EXPECT_OK(Validate(s));
+  const absl::Status per_edge = Validate(s, {.comms = CommLayout::kPerEdge});
+  EXPECT_THAT(Message(per_edge), ::testing::EndsWith(
+                                     "; on NCCL communicators a pair of ranks' sends and "
+                                     "receives match in posting order"));
+  ASSERT_OK_AND_ASSIGN(Schedule cycle,
+                       ParseScheduleCsv("0F0,0SEND_F0,0F1,0RECV_B0,0SEND_F1,0B0,0RECV_B1,0B1\n"
+                                        "1RECV_F0,1F0,1B0,1RECV_F1,1SEND_B0,1F1,1B1,1SEND_B1\n"));
+  EXPECT_OK(Validate(cycle, {.comms = CommLayout::kPerEdge}));
+  EXPECT_THAT(Message(Validate(cycle, {.comms = CommLayout::kPerGroup})),
+              ::testing::StartsWith("deadlock under FIFO completion on one communicator for "
+                                    "the pipeline group: wait cycle 0 -> 1 -> 0: "));
 }
 
 TEST(ValidateTest, DeadlockGridEndsInTheRowOfStuckActions) {

@@ -3,6 +3,7 @@
 // when it releases sent buffers, and how it reports failures.
 #include "stages/exec/rank_executor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -437,6 +438,58 @@ TEST(RankExecutorTest, ReleasesASentBufferOnlyOnceTheSendCompletes) {
   ASSERT_OK(runs[0].status);
   EXPECT_EQ(plan.plans[0].peak.bytes, 3 * kActivation + 4);
   EXPECT_EQ(runs[0].steps[0].peak_bytes, 4 * kActivation);
+}
+
+// PyTorch main's WAIT_SEND after every SEND: the rank waits there until the
+// send has completed and releases the buffer then, so even with late sends
+// the measured peak is the plan's (which frees each sent buffer after its
+// WAIT).
+TEST(RankExecutorTest, AWaitSendReleasesTheSentBufferWhereThePlanSays) {
+  ASSERT_OK_AND_ASSIGN(ReplayPlan base, ProbePlan("gpipe", 2, 2, MemoryPolicy::kJit));
+  Schedule waits = base.schedule;
+  for (RankProgram& program : waits.ranks) {
+    RankProgram out;
+    for (const Action& a : program) {
+      out.push_back(a);
+      if (a.kind == ActionKind::kSendF) out.push_back(Action::Make(ActionKind::kWaitSendF, a.stage, a.microbatch));
+      if (a.kind == ActionKind::kSendB) out.push_back(Action::Make(ActionKind::kWaitSendB, a.stage, a.microbatch));
+    }
+    program = out;
+  }
+  Model model;
+  model.defaults.input_bytes = kActivation;
+  model.defaults.output_bytes = kActivation;
+  model.defaults.param_bytes = 4;
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, PlanReplay(waits, model, MemoryPolicy::kJit));
+  std::vector<RankRun> runs = RunRanks(plan, {.slow_send_polls = 1});
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_OK(runs[r].status);
+    EXPECT_EQ(runs[r].steps[0].peak_bytes, plan.plans[r].peak.bytes) << "rank " << r;
+  }
+  // Without the waits the same late sends kept one activation more.
+  EXPECT_EQ(plan.plans[0].peak.bytes, 3 * kActivation + 4);
+}
+
+// A WAIT_REDUCE_GRAD waits for the stage's reduction (the replay lowering
+// puts each stage's REDUCE_GRAD after its last backward); the gradients
+// reach FinishStep as without it.
+TEST(RankExecutorTest, AWaitReduceGradWaitsForTheReduction) {
+  ASSERT_OK_AND_ASSIGN(ReplayPlan base, ProbePlan("gpipe", 2, 2, MemoryPolicy::kJit));
+  Schedule waits = base.schedule;
+  for (int r = 0; r < 2; ++r) {
+    RankProgram& program = waits.ranks[r];
+    const auto reduce = std::find(program.begin(), program.end(),
+                                  Action::StageWide(ActionKind::kReduceGrad, r));
+    ASSERT_NE(reduce, program.end());
+    program.insert(reduce + 1, Action::StageWide(ActionKind::kWaitReduceGrad, r));
+  }
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, PlanReplay(waits, base.model, MemoryPolicy::kJit));
+  std::vector<RankRun> runs = RunRanks(plan, {.steps = 2});
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_OK(runs[r].status);
+    // Two microbatches' W each add 1 to the gradient, every step.
+    EXPECT_EQ(runs[r].stages[0]->finished(), (std::vector<float>{2, 2})) << "rank " << r;
+  }
 }
 
 // With an arena the bytes of a released buffer are reused, so the executor

@@ -49,6 +49,44 @@ TEST(ReductionWorkerTest, AllReducesInTheBackground) {
   }
 }
 
+// Tickets name reductions in start order: WaitFor(k) returns once the k-th
+// has ended (a WAIT_REDUCE_GRAD), Ended(k) says so without blocking.
+TEST(ReductionWorkerTest, WaitsForOneReductionByItsTicket) {
+  std::unique_ptr<InProcessWorld> world = CreateInProcessWorld(2);
+  std::vector<std::vector<float>> grads = {{1}, {2}};
+  std::vector<std::vector<float>> more = {{3}, {4}};
+  auto run = [&](int rank) {
+    ReductionWorker worker(&world->transport(rank), Group{{0, 1}}, ReduceKind::kAllReduce,
+                           absl::Seconds(10), kOrigin);
+    const int64_t first = worker.Start(absl::MakeSpan(grads[rank]), Info(rank, 4));
+    const int64_t second = worker.Start(absl::MakeSpan(more[rank]), Info(rank + 2, 9));
+    EXPECT_EQ(first, 0);
+    EXPECT_EQ(second, 1);
+    EXPECT_OK(worker.WaitFor(first, absl::Seconds(10)));
+    EXPECT_TRUE(worker.Ended(first));
+    EXPECT_EQ(grads[rank], (std::vector<float>{3}));
+    EXPECT_OK(worker.WaitAll(absl::Seconds(10)));
+    EXPECT_TRUE(worker.Ended(second));
+  };
+  std::thread other(run, 1);
+  run(0);
+  other.join();
+}
+
+// A peer that never joins: WaitFor times out, naming nothing it cannot know.
+TEST(ReductionWorkerTest, WaitForTimesOut) {
+  std::unique_ptr<InProcessWorld> world = CreateInProcessWorld(2);
+  std::vector<float> grads = {1, 2};
+  ReductionWorker worker(&world->transport(0), Group{{0, 1}}, ReduceKind::kAllReduce,
+                         absl::Milliseconds(200), kOrigin);
+  const int64_t ticket = worker.Start(absl::MakeSpan(grads), Info(0, 3));
+  EXPECT_FALSE(worker.Ended(ticket));
+  absl::Status status = worker.WaitFor(ticket, absl::Milliseconds(20));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(Message(status), "timed out after 20ms waiting for a gradient reduction");
+  world->Abort(0, "the test ends");
+}
+
 // Member i keeps shard i of the sum in place; the odd tail is left alone.
 TEST(ReductionWorkerTest, ReduceScatterLeavesEachMembersShardInPlace) {
   std::unique_ptr<InProcessWorld> world = CreateInProcessWorld(2);

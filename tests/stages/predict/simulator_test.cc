@@ -126,5 +126,51 @@ TEST(SimulatorTest, ReductionsRunBesideComputeAndEndTheStep) {
   EXPECT_DOUBLE_EQ(res.max_rank_reduce_us, 5);
 }
 
+// A WAIT_SEND holds its rank until the transfer it waits for has ended,
+// and the buffer sent is freed then. The example above with a wait after
+// the send: rank 0 waits for its output's transfer [1, 11], so its RECV_B0
+// is posted at 11, when the output is gone: 100 bytes at most.
+TEST(SimulatorTest, AWaitSendHoldsTheRankUntilTheTransferEnds) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleCsv("0F0,0SEND_F0,0WAIT_SEND_F0,0RECV_B0,0B0\n"
+                                                    "1RECV_F0,1F0,1B0,1SEND_B0\n"));
+  Model m = UnitModel();
+  m.defaults.output_bytes = 100;
+  m.p2p.latency_us = 10;
+  ASSERT_OK_AND_ASSIGN(SimulationResult r, SimulateLowered(s, m, /*timeline=*/true));
+  EXPECT_EQ(r.makespan_us, 26);
+  EXPECT_EQ(r.ranks[0].peak_bytes, 100);
+  bool found = false;
+  for (const TimelineSpan& span : r.timeline.spans) {
+    if (span.rank == 0 && span.track == TimelineTrack::kRecv) {
+      EXPECT_EQ(span.start_us, 11);
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+// A WAIT_REDUCE_GRAD makes the compute after it wait for a reduction: one
+// rank, two stages, 5 us per reduction. 0F0 [0,1], 1F0 [1,2], 1B0 [2,4],
+// stage 1 reduced [4,9]; the wait holds 0B0 to [9,11], stage 0 reduced
+// [11,16]. With free reductions the step ends at 6: 10 us exposed. Without
+// the wait 0B0 runs [4,6], the reductions [4,9] and [9,14]: 8 us exposed.
+TEST(SimulatorTest, AWaitReduceGradHoldsTheComputeAfterIt) {
+  Model m = UnitModel();
+  m.dp.size = 2;
+  m.dp.link.gb_per_s = 1;
+  m.defaults.param_bytes = 5000;
+  ASSERT_OK_AND_ASSIGN(
+      Schedule waits,
+      ParseScheduleCsv("0F0,1F0,1B0,1REDUCE_GRAD,1WAIT_REDUCE_GRAD,0B0,0REDUCE_GRAD\n"));
+  ASSERT_OK_AND_ASSIGN(SimulationResult r, SimulateLowered(waits, m));
+  EXPECT_DOUBLE_EQ(r.makespan_us, 16);
+  EXPECT_DOUBLE_EQ(r.exposed_reduce_us, 10);
+  ASSERT_OK_AND_ASSIGN(Schedule plain,
+                       ParseScheduleCsv("0F0,1F0,1B0,1REDUCE_GRAD,0B0,0REDUCE_GRAD\n"));
+  ASSERT_OK_AND_ASSIGN(SimulationResult overlapped, SimulateLowered(plain, m));
+  EXPECT_DOUBLE_EQ(overlapped.makespan_us, 14);
+  EXPECT_DOUBLE_EQ(overlapped.exposed_reduce_us, 8);
+}
+
 }  // namespace
 }  // namespace jitpipe

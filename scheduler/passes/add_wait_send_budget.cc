@@ -1,0 +1,220 @@
+#include "scheduler/passes/add_wait_send_budget.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "scheduler/analysis/comm_matching.h"
+#include "scheduler/execution/rank_cursor.h"
+#include "scheduler/passes/pass_utils.h"
+#include "scheduler/passes/validate.h"
+
+namespace jitpipe {
+namespace {
+
+// A send a rank holds: its index in the input program and where its
+// receive is.
+struct Held {
+  int32_t send = 0;
+  Endpoint recv;
+};
+
+// Where the walk stopped a rank for the budget: the send it could not post.
+struct BudgetStop {
+  int rank = -1;
+  int32_t index = -1;
+};
+
+// One causal walk of the program under a budget (see the header). Index
+// spaces: rank; program index of the input; of the output (built as the
+// walk goes).
+class BudgetWalk {
+ public:
+  BudgetWalk(const Schedule& s, const CommPositions& positions, WaitModel model, int budget)
+      : s_(s), pos_(positions), budget_(budget), cursors_(MakeCursors(s, positions, model)),
+        held_(s.pp), waited_early_(s.pp), out_(s.pp), parked_(s.pp) {
+    for (int r = 0; r < s.pp; ++r) out_[r].reserve(s.ranks[r].size() + s.ranks[r].size() / 8);
+  }
+
+  // Whether every rank ran to its end; otherwise stop() names a rank the
+  // budget stopped (there is one: the input alone is deadlock-free).
+  bool Run() {
+    std::vector<int> ready;
+    for (int r = s_.pp - 1; r >= 0; --r) ready.push_back(r);
+    std::vector<bool> queued(s_.pp, true);
+    while (!ready.empty()) {
+      const int r = ready.back();
+      ready.pop_back();
+      queued[r] = false;
+      const int32_t before = cursors_[r].pc();
+      Advance(r);
+      if (cursors_[r].pc() == before) continue;
+      // Every rank parked on r looks again (its condition may hold now).
+      for (int q : std::exchange(parked_[r], {})) {
+        if (!queued[q] && !cursors_[q].done()) {
+          queued[q] = true;
+          ready.push_back(q);
+        }
+      }
+    }
+    for (const RankCursor& c : cursors_) {
+      if (!c.done()) return false;
+    }
+    return true;
+  }
+
+  std::vector<RankProgram> TakePrograms() { return std::move(out_); }
+  const BudgetStop& stop() const { return stop_; }
+  const std::deque<Held>& held(int r) const { return held_[r]; }
+
+ private:
+  // Runs rank r as far as its waits and the budget allow; parks it on the
+  // rank(s) it waits for.
+  void Advance(int r) {
+    RankCursor& c = cursors_[r];
+    while (!c.done()) {
+      const Instruction& in = c.current();
+      if (in.step == Step::kWait && cursors_[in.wait.rank].pc() < in.wait.threshold) {
+        parked_[in.wait.rank].push_back(r);
+        return;
+      }
+      if (in.step == Step::kRun && !Run(r, in.index)) return;
+      c.Advance();
+    }
+  }
+
+  // Runs action i of rank r into its output; false (and r parked) when it is
+  // a send the budget does not let through yet.
+  bool Run(int r, int32_t i) {
+    const Action& a = s_.ranks[r][i];
+    std::deque<Held>& held = held_[r];
+    if (IsSend(a.kind)) {
+      while (static_cast<int>(held.size()) >= budget_) {
+        auto done = std::find_if(held.begin(), held.end(), [&](const Held& h) {
+          return cursors_[h.recv.rank].pc() > h.recv.index;
+        });
+        if (done == held.end()) {
+          stop_ = {r, i};
+          for (const Held& h : held) parked_[h.recv.rank].push_back(r);
+          return false;
+        }
+        const Action& sent = s_.ranks[r][done->send];
+        const ActionKind wait =
+            sent.kind == ActionKind::kSendF ? ActionKind::kWaitSendF : ActionKind::kWaitSendB;
+        out_[r].push_back(Action::Make(wait, sent.stage, sent.microbatch));
+        waited_early_[r].push_back(done->send);
+        held.erase(done);
+      }
+      held.push_back({i, Partner(pos_, a)});
+    } else if (IsWaitSend(a.kind)) {
+      const int32_t send = WaitedSend(pos_, a);
+      std::vector<int32_t>& early = waited_early_[r];
+      if (std::find(early.begin(), early.end(), send) != early.end()) {
+        return true;  // the budget waited for this send earlier: the later wait goes
+      }
+      held.erase(std::remove_if(held.begin(), held.end(),
+                                [&](const Held& h) { return h.send == send; }),
+                 held.end());
+    }
+    out_[r].push_back(a);
+    return true;
+  }
+
+  const Schedule& s_;
+  const CommPositions& pos_;
+  const int budget_;
+  std::vector<RankCursor> cursors_;
+  std::vector<std::deque<Held>> held_;  // per rank, oldest first
+  // Per rank: sends the budget waited for although a WAIT_SEND of theirs
+  // comes later in the input (that one is dropped).
+  std::vector<std::vector<int32_t>> waited_early_;
+  std::vector<RankProgram> out_;
+  std::vector<std::vector<int>> parked_;  // ranks parked on each rank
+  BudgetStop stop_;
+};
+
+bool Keeps(const Schedule& s, const CommPositions& positions, WaitModel model, int budget) {
+  return BudgetWalk(s, positions, model, budget).Run();
+}
+
+// The smallest budget above `failed` that the walk keeps: a budget of the
+// most sends any rank posts always works (no wait is ever needed).
+int SmallestBudget(const Schedule& s, const CommPositions& positions, WaitModel model,
+                   int failed) {
+  int most = 1;
+  for (const RankProgram& program : s.ranks) {
+    most = std::max<int>(
+        most, static_cast<int>(std::count_if(program.begin(), program.end(),
+                                             [](const Action& a) { return IsSend(a.kind); })));
+  }
+  int lo = failed, hi = std::max(most, failed + 1);  // lo fails, hi keeps
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    (Keeps(s, positions, model, mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+absl::Status BudgetError(const Schedule& s, const CommPositions& positions, WaitModel model,
+                         int budget, const BudgetWalk& walk) {
+  const BudgetStop& stop = walk.stop();
+  std::vector<std::string> receives;
+  for (const Held& h : walk.held(stop.rank)) {
+    receives.push_back(absl::StrCat(s.ranks[h.recv.rank][h.recv.index].ToString(), ": rank ",
+                                    h.recv.rank, ", index ", h.recv.index));
+  }
+  const int smallest = SmallestBudget(s, positions, model, budget);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "send budget ", budget, " cannot be kept: ",
+      Where(stop.rank, stop.index, s.ranks[stop.rank][stop.index]), " would hold ", budget + 1,
+      " sent buffers, and none of the receives of those it holds (",
+      absl::StrJoin(receives, "; "), ") is posted before it goes on; budget ", smallest,
+      " can be kept"));
+}
+
+// The checks both entry points make; the positions of a valid `in`.
+absl::StatusOr<CommPositions> CheckBudgetInput(const Schedule& in,
+                                               const SendBudgetOptions& options) {
+  if (options.budget < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the send budget must be at least 1 (a send must be posted), not ",
+                     options.budget));
+  }
+  if (options.model == WaitModel::kBlockingRecv) {
+    return absl::InvalidArgumentError(
+        "the send budget walks relaxed or strict semantics, not blocking-receive ones");
+  }
+  if (!in.lowered) {
+    return absl::FailedPreconditionError(
+        "add_wait_send_budget needs a lowered program (its sends placed); this one is "
+        "compute-only");
+  }
+  RETURN_IF_ERROR(Validate(in, {.semantics = options.model == WaitModel::kStrict
+                                                 ? CommSemantics::kStrict
+                                                 : CommSemantics::kRelaxed,
+                                .grid_rows = 0}));
+  return MatchSendRecv(in);
+}
+
+}  // namespace
+
+absl::StatusOr<Schedule> AddWaitSendBudget(const Schedule& in, const SendBudgetOptions& options) {
+  ASSIGN_OR_RETURN(const CommPositions positions, CheckBudgetInput(in, options));
+  BudgetWalk walk(in, positions, options.model, options.budget);
+  if (!walk.Run()) return BudgetError(in, positions, options.model, options.budget, walk);
+  return WithPrograms(in, walk.TakePrograms(), /*lowered=*/true);
+}
+
+absl::StatusOr<int> SmallestSendBudget(const Schedule& in, const SendBudgetOptions& options) {
+  ASSIGN_OR_RETURN(const CommPositions positions, CheckBudgetInput(in, options));
+  if (Keeps(in, positions, options.model, options.budget)) return options.budget;
+  return SmallestBudget(in, positions, options.model, options.budget);
+}
+
+}  // namespace jitpipe

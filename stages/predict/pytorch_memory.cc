@@ -1,0 +1,81 @@
+#include "stages/predict/pytorch_memory.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "memory/liveness.h"
+#include "scheduler/passes/add_wait_send.h"
+#include "scheduler/passes/add_wait_send_budget.h"
+
+namespace jitpipe {
+namespace {
+
+// The program without its WAIT_SENDs.
+Schedule WithoutWaitSends(const Schedule& s) {
+  Schedule out = s;
+  for (RankProgram& program : out.ranks) {
+    RankProgram kept;
+    kept.reserve(program.size());
+    for (const Action& a : program) {
+      if (!IsWaitSend(a.kind)) kept.push_back(a);
+    }
+    program = std::move(kept);
+  }
+  return out;
+}
+
+// Rank r's jit peak when sent buffers without a WAIT_SEND go as `release`
+// says.
+absl::StatusOr<int64_t> PeakOfRank(const Schedule& s, const Model& model, int r,
+                                   SendRelease release) {
+  LifetimeOptions options;
+  options.send_release = release;
+  ASSIGN_OR_RETURN(const RankBuffers buffers, ComputeBufferLifetimes(s, model, r, options));
+  return PeakOf(LiveBytes(buffers)).bytes;
+}
+
+}  // namespace
+
+absl::StatusOr<PyTorchMemory> PlanPyTorchMemory(const Schedule& lowered, const Model& model,
+                                                const PyTorchMemoryOptions& options) {
+  if (options.send_budget < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the send budget must be at least 1, not ", options.send_budget));
+  }
+  if (!lowered.lowered) {
+    return absl::FailedPreconditionError("plan needs a lowered program; run jitpipe lower first");
+  }
+  const Schedule base = WithoutWaitSends(lowered);
+  PyTorchMemory out;
+  absl::StatusOr<Schedule> waits = AddWaitSend(base);
+  if (!waits.ok()) out.wait_send_error = std::string(waits.status().message());
+  absl::StatusOr<Schedule> budgeted = absl::UnknownError("not run");
+  absl::StatusOr<int> budget = SmallestSendBudget(base, {.budget = options.send_budget});
+  if (budget.ok()) {
+    out.send_budget = *budget;
+    budgeted = AddWaitSendBudget(base, {.budget = *budget});
+  } else {
+    budgeted = budget.status();
+  }
+  if (!budgeted.ok()) out.budget_error = std::string(budgeted.status().message());
+  for (int r = 0; r < lowered.pp; ++r) {
+    PyTorchMemoryRank rank;
+    rank.rank = r;
+    ASSIGN_OR_RETURN(const RankBuffers received,
+                     ComputeBufferLifetimes(base, model, r, LifetimeOptions{}));
+    rank.pools = ComputeRecvPools(received);
+    rank.peaks.poll = PeakOf(LiveBytes(received)).bytes;
+    ASSIGN_OR_RETURN(rank.peaks.drain, PeakOfRank(base, model, r, SendRelease::kStepEnd));
+    if (waits.ok()) {
+      ASSIGN_OR_RETURN(rank.peaks.wait_send, PeakOfRank(*waits, model, r, SendRelease::kStepEnd));
+    }
+    if (budgeted.ok()) {
+      ASSIGN_OR_RETURN(rank.peaks.budget, PeakOfRank(*budgeted, model, r, SendRelease::kStepEnd));
+    }
+    out.ranks.push_back(std::move(rank));
+  }
+  return out;
+}
+
+}  // namespace jitpipe

@@ -1,0 +1,70 @@
+#include "memory/recv_pool.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/memory/lowered_text.h"
+#include "tests/testing/status_matchers.h"
+
+namespace jitpipe {
+namespace {
+
+using ::jitpipe::testing::LoweredFromText;
+
+Model Sizes(int64_t input, int64_t output) {
+  Model m;
+  m.defaults.input_bytes = input;
+  m.defaults.output_bytes = output;
+  return m;
+}
+
+// Rank 1 of GPipe pp 3, m 2 with receives posted early: both activations
+// (100 B) are live from their RECV to their backward, and both gradients
+// (30 B) from their RECV to theirs:
+//   0 1RECV_F0  1 1RECV_F1  2 1F0  3 1SEND_F0  4 1F1  5 1SEND_F1
+//   6 1RECV_B0  7 1RECV_B1  8 1B0  9 1SEND_B0  10 1B1  11 1SEND_B1
+// forward [0,8] [1,10]; backward [6,8] [7,10]; at 7..8 all four are live.
+TEST(RecvPoolTest, CountsTheMostLiveAtEachGranularity) {
+  const Schedule s = LoweredFromText(
+      3, 1, Placement::kLoop, 2,
+      {"0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0RECV_B1 0B0 0B1",
+       "1RECV_F0 1RECV_F1 1F0 1SEND_F0 1F1 1SEND_F1 1RECV_B0 1RECV_B1 1B0 1SEND_B0 1B1 1SEND_B1",
+       "2RECV_F0 2RECV_F1 2F0 2B0 2SEND_B0 2F1 2B1 2SEND_B1"});
+  ASSERT_OK_AND_ASSIGN(RankBuffers b, ComputeBufferLifetimes(s, Sizes(100, 30), 1, {}));
+  const RecvPools p = ComputeRecvPools(b);
+  EXPECT_EQ(p.receives, 4);
+  ASSERT_EQ(p.per_stage.size(), 2u);
+  EXPECT_EQ(p.per_stage[0].size.slots, 2);  // stage 1 forward
+  EXPECT_EQ(p.per_stage[0].size.bytes, 200);
+  EXPECT_EQ(p.per_stage[1].size.slots, 2);  // stage 1 backward
+  EXPECT_EQ(p.per_stage[1].size.bytes, 60);
+  EXPECT_EQ(p.stage_direction.slots, 4);
+  EXPECT_EQ(p.stage_direction.bytes, 260);
+  EXPECT_EQ(p.direction.bytes, 260);
+  // One pool for all: 4 slots of the largest buffer.
+  EXPECT_EQ(p.rank_pool.slots, 4);
+  EXPECT_EQ(p.rank_pool.bytes, 400);
+  EXPECT_EQ(p.best_pool_bytes(), 260);
+  // The arena holds each buffer at its own size: 2 x 100 + 2 x 30.
+  EXPECT_EQ(p.arena_bytes, 260);
+}
+
+// A slot given back after an action serves a receive posted at the next:
+// just-in-time receives on one stage need one slot per direction.
+TEST(RecvPoolTest, ASlotFreedAfterAnActionServesTheNextReceive) {
+  const Schedule s = LoweredFromText(
+      2, 1, Placement::kLoop, 2,
+      {"0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1",
+       "1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1"});
+  ASSERT_OK_AND_ASSIGN(RankBuffers b, ComputeBufferLifetimes(s, Sizes(64, 64), 1, {}));
+  const RecvPools p = ComputeRecvPools(b);
+  EXPECT_EQ(p.rank_pool.slots, 1);
+  EXPECT_EQ(p.arena_bytes, 64);
+  ASSERT_OK_AND_ASSIGN(RankBuffers first, ComputeBufferLifetimes(s, Sizes(64, 64), 0, {}));
+  EXPECT_EQ(ComputeRecvPools(first).rank_pool.slots, 1);
+  EXPECT_EQ(ComputeRecvPools(first).forward.slots, 0);
+}
+
+}  // namespace
+}  // namespace jitpipe
