@@ -22,6 +22,7 @@
 #include "comm/inproc/inproc_world.h"
 #include "runtime/rank_report.h"
 #include "runtime/rank_runner.h"
+#include "runtime/replay_plan.h"
 #include "scheduler/passes/validate.h"
 #include "stages/exec/timeline_transfers.h"
 
@@ -466,6 +467,13 @@ absl::Status CheckInputs(const Schedule& schedule, const Executable& executable,
     if (options.buffers == BufferMode::kArena && plans[r].arena.offsets.size() != buffers) {
       return absl::InvalidArgumentError(
           absl::StrCat("rank ", r, ": arena buffers need a plan with an arena"));
+    }
+  }
+  // A backend that matches transfers in order (NCCL) runs only programs
+  // proven for its FIFOs.
+  if (world.p2p_ordering() != P2pOrdering::kByTag) {
+    if (absl::Status order = CheckProgramOrder(schedule, world.p2p_ordering()); !order.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("over ", world.name(), ": ", order.message()));
     }
   }
   // With arena buffers a rank completes its sends before their bytes are
