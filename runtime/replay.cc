@@ -171,6 +171,7 @@ class Replay {
     if (me.runner != nullptr) {
       me.outcome.peak_bytes = me.runner->buffers()->peak_bytes();
       me.outcome.heap_allocations = me.runner->buffers()->heap_allocations();
+      me.outcome.allocator_peak_bytes = me.runner->buffers()->allocator_peak_bytes();
     }
     absl::MutexLock lock(&mu_);
     ended_[i] = true;
@@ -351,7 +352,8 @@ class Replay {
             plans_[rank].peak.bytes,
             plans_[rank].arena.arena_bytes,
             out.heap_allocations,
-            Median(exposed)};
+            Median(exposed),
+            out.allocator_peak_bytes};
   }
 
   // Appends a rank's spans and samples; the first rank appended also brings
