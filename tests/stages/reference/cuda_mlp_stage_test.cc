@@ -239,6 +239,113 @@ TEST(CudaMlpStageFactoryTest, MakeNeedsAStageOfTheLayoutAndADevice) {
   EXPECT_EQ(fp16.Make(0, 0).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The device's arithmetic on the host: the CPU kernels one layer at a time,
+// with every tensor the device stores (parameters, inputs, each layer's
+// output and dz, the gradient passed between stages) rounded to the dtype.
+// Per stage (chain x stages_per_chain + block): its gradients.
+struct EmulatedStep {
+  double loss = 0;
+  std::vector<std::vector<float>> stage_grads;
+};
+
+EmulatedStep EmulateStep(const CudaMlpOptions& options, const MlpLayout& layout) {
+  const MlpShape& s = options.mlp.shape;
+  const MlpShape one{s.hidden, s.rows, 1};
+  const int64_t n = s.activation_floats(), lp = s.layer_params();
+  const int blocks = layout.stages_per_chain, top = s.layers - 1;
+  auto round = [&](const std::vector<float>& v) {
+    const std::vector<std::byte> b = EncodeFloats(v, options.dtype);
+    return DecodeFloats(ConstBytes(b.data(), b.size()), options.dtype);
+  };
+  EmulatedStep out;
+  out.stage_grads.assign(layout.num_stages(), std::vector<float>(s.block_params(), 0.0f));
+  std::vector<std::vector<float>> params;
+  for (int b = 0; b < blocks; ++b) params.push_back(round(MlpInitialParams(s, options.mlp.seed, b)));
+  std::vector<float> x(n), t(n), g(n), dz(n), copy(n);
+  // Replicas k, chains c, microbatches m; blocks b, layers l; acts[b][l].
+  for (int k = 0; k < layout.dp; ++k) {
+    for (int c = 0; c < layout.chains; ++c) {
+      for (int m = 0; m < layout.microbatches_per_chain(); ++m) {
+        MlpFill(s, options.mlp.seed, MlpData::kInput, k, c, m, x.data());
+        x = round(x);
+        std::vector<std::vector<std::vector<float>>> acts(
+            blocks, std::vector<std::vector<float>>(s.layers, std::vector<float>(n)));
+        auto input_of = [&](int b, int l) -> const std::vector<float>& {
+          return l > 0 ? acts[b][l - 1] : (b > 0 ? acts[b - 1][top] : x);
+        };
+        for (int b = 0; b < blocks; ++b) {
+          for (int l = 0; l < s.layers; ++l) {
+            MlpBlockForward(one, params[b].data() + l * lp, input_of(b, l).data(),
+                            acts[b][l].data(), b == blocks - 1 && l == top);
+            acts[b][l] = round(acts[b][l]);
+          }
+        }
+        MlpFill(s, options.mlp.seed, MlpData::kTarget, k, c, m, t.data());
+        out.loss += MlpLoss(s, acts[blocks - 1][top].data(), t.data(), layout.loss_scale(),
+                            g.data());
+        g = round(g);  // the last layer's dz (linear head)
+        for (int b = blocks - 1; b >= 0; --b) {
+          for (int l = top; l >= 0; --l) {
+            const float* w = params[b].data() + l * lp;
+            if (b == blocks - 1 && l == top) {
+              dz = g;
+            } else {
+              MlpBlockBackwardInput(one, w, acts[b][l].data(), g.data(), dz.data(), nullptr, false);
+              dz = round(dz);
+            }
+            // As a linear layer: copies dz and computes g = dz W^T, in fp32.
+            MlpBlockBackwardInput(one, w, acts[b][l].data(), dz.data(), copy.data(), g.data(), true);
+            MlpBlockBackwardWeight(one, input_of(b, l).data(), nullptr, dz.data(),
+                                   out.stage_grads[c * blocks + b].data() + l * lp);
+          }
+          g = round(g);  // the stage's input gradient
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// The stated bf16 bounds hold for an exact emulation of the device's
+// roundings (the fp32 emulation, checked against the reference trainer
+// first, shows the emulation itself is the model). What a GPU adds is only
+// fp32 summation order and tanhf's last bit.
+TEST(CudaMlpToleranceTest, Bf16BoundsHoldForAHostEmulationOfTheDeviceRoundings) {
+  struct Case {
+    MlpShape shape;
+    MlpLayout layout;
+  };
+  const Case cases[] = {{MlpShape{24, 5, 3}, MlpLayout{3, 2, 8, 1}},
+                        {MlpShape{64, 16, 2}, MlpLayout{2, 1, 4, 1}},
+                        {MlpShape{16, 4, 2}, MlpLayout{2, 1, 2, 1}}};
+  double worst_loss = 0, worst_grad = 0;
+  for (const Case& c : cases) {
+    for (uint64_t seed = 1; seed <= 10; ++seed) {
+      SCOPED_TRACE(absl::StrCat("hidden ", c.shape.hidden, ", seed ", seed));
+      const MlpReference reference = RunMlpReference(MlpOptions{c.shape, seed}, c.layout);
+      for (Dtype dtype : {Dtype::kFp32, Dtype::kBf16}) {
+        const EmulatedStep step = EmulateStep(Options(dtype, c.shape, seed), c.layout);
+        ASSERT_OK_AND_ASSIGN(
+            MlpComparison got,
+            CompareWithReference(
+                reference, step.loss, c.layout,
+                [&](int stage, int) { return step.stage_grads[stage]; }, ReduceKind::kAllReduce));
+        if (dtype == Dtype::kFp32) {
+          EXPECT_TRUE(got.Within(kCudaMlpFp32Tolerance)) << got.ToString();
+          continue;
+        }
+        EXPECT_LE(got.loss_error, kCudaMlpBf16LossTolerance) << got.ToString();
+        EXPECT_LE(got.worst_grad_error, kCudaMlpBf16Tolerance) << got.ToString();
+        EXPECT_GT(got.worst_grad_error, kCudaMlpFp32Tolerance) << "bf16 must show";
+        worst_loss = std::max(worst_loss, got.loss_error);
+        worst_grad = std::max(worst_grad, got.worst_grad_error);
+      }
+    }
+  }
+  std::cout << "[ emulated ] bf16 worst loss error " << worst_loss << ", worst gradient error "
+            << worst_grad << "\n";
+}
+
 // ------------------------------------------------------------- device side
 
 // Device memory for a test; freed at scope exit.
