@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "stages/reference/cuda_check.h"
+#include "stages/reference/cuda_mlp_gemm.h"
 #include "stages/reference/cuda_mlp_kernels.h"
 
 namespace jitpipe {
@@ -107,23 +108,17 @@ absl::StatusOr<int> UsableDevice(absl::string_view who) {
 template <typename T>
 constexpr cudaDataType kCudaType = std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
 
-// The three products of a layer, on row-major [rows x hidden] activations
-// and a row-major W [in x out] (mlp_kernels.h). cuBLAS is column-major: a
-// row-major [r x c] matrix is its column-major transpose [c x r] in the same
-// memory, so each product is computed transposed:
-//   forward    z = a W          as  z^T = W^T a^T        (N, N)
-//   input      g = dz W^T       as  g^T = W dz^T         (T, N)
-//   weight     gW += a^T dz     as  gW^T += dz^T a       (N, T), beta 1
-// Inputs in T, fp32 accumulation (CUBLAS_COMPUTE_32F), output in `c_type`.
+// One product of cuda_mlp_gemm.h: inputs in T, fp32 accumulation
+// (CUBLAS_COMPUTE_32F), C in `c_type`.
 template <typename T>
-absl::Status Gemm(cublasHandle_t blas, cublasOperation_t op_a, cublasOperation_t op_b, int m,
-                  int n, int k, const T* a, const T* b, float beta, void* c,
+absl::Status Gemm(cublasHandle_t blas, const GemmCall& call, const T* a, const T* b, void* c,
                   cudaDataType c_type) {
   const float alpha = 1.0f;
-  REF_CUBLAS_CALL(cublasGemmEx(blas, op_a, op_b, m, n, k, &alpha, a, kCudaType<T>,
-                               op_a == CUBLAS_OP_N ? m : k, b, kCudaType<T>,
-                               op_b == CUBLAS_OP_N ? k : n, &beta, c, c_type, m,
-                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  REF_CUBLAS_CALL(cublasGemmEx(blas, call.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                               call.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, call.m, call.n, call.k,
+                               &alpha, a, kCudaType<T>, call.lda, b, kCudaType<T>, call.ldb,
+                               &call.beta, c, c_type, call.ldc, CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT));
   return absl::OkStatus();
 }
 
@@ -139,8 +134,7 @@ absl::Status ForwardBlock(const MlpShape& s, const DeviceState& d, const T* x, T
   for (int l = 0; l < s.layers; ++l) {
     const T* w = params + l * s.layer_params();
     const T* in = l == 0 ? x : acts + (l - 1) * n;
-    RETURN_IF_ERROR(Gemm<T>(d.blas, CUBLAS_OP_N, CUBLAS_OP_N, h, s.rows, h, w, in, 0.0f, z,
-                            CUDA_R_32F));
+    RETURN_IF_ERROR(Gemm<T>(d.blas, ForwardGemm(s), w, in, z, CUDA_R_32F));
     const bool tanh_layer = !(linear_head && l == s.layers - 1);
     REF_CUDA_CALL(LaunchBiasActivation<T>(z, w + static_cast<int64_t>(h) * h, acts + l * n, s.rows,
                                           h, tanh_layer, stream));
@@ -155,7 +149,6 @@ absl::Status ForwardBlock(const MlpShape& s, const DeviceState& d, const T* x, T
 template <typename T>
 absl::Status BackwardInputBlock(const MlpShape& s, const DeviceState& d, const T* acts,
                                 const T* grad_out, T* dz, T* grad_in, cudaStream_t stream) {
-  const int h = s.hidden;
   const int64_t n = s.activation_floats();
   const T* params = static_cast<const T*>(d.params.get());
   float* g = static_cast<float*>(d.work.get());
@@ -166,14 +159,12 @@ absl::Status BackwardInputBlock(const MlpShape& s, const DeviceState& d, const T
   }
   for (int l = top; l > 0; --l) {
     const T* w = params + l * s.layer_params();
-    RETURN_IF_ERROR(Gemm<T>(d.blas, CUBLAS_OP_T, CUBLAS_OP_N, h, s.rows, h, w, dz + l * n, 0.0f,
-                            g, CUDA_R_32F));
+    RETURN_IF_ERROR(Gemm<T>(d.blas, InputGradGemm(s), w, dz + l * n, g, CUDA_R_32F));
     REF_CUDA_CALL((LaunchActivationGrad<float, T>(g, acts + (l - 1) * n, dz + (l - 1) * n, n,
                                                   /*use_tanh=*/true, stream)));
   }
   if (grad_in == nullptr) return absl::OkStatus();
-  return Gemm<T>(d.blas, CUBLAS_OP_T, CUBLAS_OP_N, h, s.rows, h, params, dz, 0.0f, grad_in,
-                 kCudaType<T>);
+  return Gemm<T>(d.blas, InputGradGemm(s), params, dz, grad_in, kCudaType<T>);
 }
 
 template <typename T>
@@ -184,8 +175,7 @@ absl::Status BackwardWeightBlock(const MlpShape& s, const DeviceState& d, const 
   for (int l = 0; l < s.layers; ++l) {
     const T* in = l == 0 ? x : acts + (l - 1) * n;
     float* gw = grads + l * s.layer_params();
-    RETURN_IF_ERROR(Gemm<T>(d.blas, CUBLAS_OP_N, CUBLAS_OP_T, h, h, s.rows, dz + l * n, in, 1.0f,
-                            gw, CUDA_R_32F));
+    RETURN_IF_ERROR(Gemm<T>(d.blas, WeightGradGemm(s), dz + l * n, in, gw, CUDA_R_32F));
     REF_CUDA_CALL(LaunchBiasGrad<T>(dz + l * n, gw + static_cast<int64_t>(h) * h, s.rows, h,
                                     stream));
   }

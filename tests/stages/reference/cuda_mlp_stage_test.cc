@@ -21,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "stages/reference/cuda_check.h"
+#include "stages/reference/cuda_mlp_gemm.h"
 #include "stages/reference/mlp_kernels.h"
 #include "stages/reference/mlp_reference.h"
 #include "tests/testing/status_matchers.h"
@@ -85,6 +86,69 @@ TEST(CudaCheckTest, MacrosReturnTheFirstFailure) {
   EXPECT_THAT(Message(s), StartsWith("static_cast<cublasStatus_t>: CUBLAS_STATUS_ALLOC_FAILED ("));
   EXPECT_THAT(Message(s),
               HasSubstr(absl::StrCat("(stages/reference/cuda_mlp_stage_test.cc:", line, ")")));
+}
+
+// The error MlpComparison uses: max |got - want| / max |want|.
+double RelativeError(const std::vector<float>& got, const std::vector<float>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double largest = 0, worst = 0;
+  for (size_t k = 0; k < std::min(got.size(), want.size()); ++k) {
+    largest = std::max(largest, std::abs(double{want[k]}));
+    worst = std::max(worst, std::abs(double{got[k]} - double{want[k]}));
+  }
+  return worst / std::max(largest, 1e-300);
+}
+
+// BLAS semantics on the host: C = op(A) op(B) + beta C, column-major, after
+// the argument checks cuBLAS makes (CUBLAS_STATUS_INVALID_VALUE otherwise).
+void HostGemm(const reference_cuda::GemmCall& c, const float* a, const float* b, float* out) {
+  ASSERT_GE(c.lda, std::max(1, c.transpose_a ? c.k : c.m));
+  ASSERT_GE(c.ldb, std::max(1, c.transpose_b ? c.n : c.k));
+  ASSERT_GE(c.ldc, std::max(1, c.m));
+  for (int j = 0; j < c.n; ++j) {
+    for (int i = 0; i < c.m; ++i) {
+      double sum = 0;
+      for (int p = 0; p < c.k; ++p) {
+        const float av = c.transpose_a ? a[p + i * c.lda] : a[i + p * c.lda];
+        const float bv = c.transpose_b ? b[j + p * c.ldb] : b[p + j * c.ldb];
+        sum += static_cast<double>(av) * bv;
+      }
+      float& o = out[i + j * c.ldc];
+      o = static_cast<float>(sum + c.beta * o);
+    }
+  }
+}
+
+// The GEMM calls the stage makes compute what the CPU kernels compute, on
+// shapes where rows and hidden differ (a swapped dimension or transpose
+// shows).
+TEST(CudaMlpGemmTest, TheThreeProductsAreTheCpuKernels) {
+  for (const MlpShape shape : {MlpShape{4, 3, 1}, MlpShape{24, 5, 1}, MlpShape{8, 16, 1}}) {
+    SCOPED_TRACE(absl::StrCat("hidden ", shape.hidden, ", rows ", shape.rows));
+    const int64_t n = shape.activation_floats(), weights = int64_t{shape.hidden} * shape.hidden;
+    std::vector<float> params = MlpInitialParams(shape, 2, 0);
+    std::fill(params.begin() + weights, params.end(), 0.0f);  // no bias: z = a W exactly
+    std::vector<float> a(n), dz(n);
+    MlpFill(shape, 2, MlpData::kInput, 0, 0, 0, a.data());
+    MlpFill(shape, 2, MlpData::kTarget, 0, 0, 0, dz.data());
+
+    std::vector<float> z(n), cpu_z(n);
+    MlpBlockForward(shape, params.data(), a.data(), cpu_z.data(), /*linear_head=*/true);
+    HostGemm(reference_cuda::ForwardGemm(shape), params.data(), a.data(), z.data());
+    EXPECT_LE(RelativeError(z, cpu_z), 1e-6) << "forward";
+
+    std::vector<float> g(n), cpu_g(n), copy(n);
+    MlpBlockBackwardInput(shape, params.data(), a.data(), dz.data(), copy.data(), cpu_g.data(),
+                          /*linear_head=*/true);
+    HostGemm(reference_cuda::InputGradGemm(shape), params.data(), dz.data(), g.data());
+    EXPECT_LE(RelativeError(g, cpu_g), 1e-6) << "input gradient";
+
+    std::vector<float> grads(shape.block_params(), 0.5f), gw(weights, 0.5f);
+    MlpBlockBackwardWeight(shape, a.data(), nullptr, dz.data(), grads.data());
+    HostGemm(reference_cuda::WeightGradGemm(shape), dz.data(), a.data(), gw.data());
+    EXPECT_LE(RelativeError(gw, std::vector<float>(grads.begin(), grads.begin() + weights)), 1e-6)
+        << "weight gradient (accumulated)";
+  }
 }
 
 constexpr MlpShape kShape{4, 3, 2};  // hidden 4, rows 3, layers 2
@@ -388,17 +452,6 @@ MutableBytes AsBytes(std::vector<float>& v) {
 }
 std::vector<std::byte> FloatBytes(const std::vector<float>& v) {
   return EncodeFloats(v, Dtype::kFp32);
-}
-
-// The error MlpComparison uses: max |got - want| / max |want|.
-double RelativeError(const std::vector<float>& got, const std::vector<float>& want) {
-  EXPECT_EQ(got.size(), want.size());
-  double largest = 0, worst = 0;
-  for (size_t k = 0; k < std::min(got.size(), want.size()); ++k) {
-    largest = std::max(largest, std::abs(double{want[k]}));
-    worst = std::max(worst, std::abs(double{got[k]} - double{want[k]}));
-  }
-  return worst / std::max(largest, 1e-300);
 }
 
 std::vector<float> Slice(const std::vector<float>& v, int64_t begin, int64_t count) {
