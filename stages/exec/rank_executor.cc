@@ -349,7 +349,13 @@ absl::Status RankExecutor::RunPart(const ExecPart& part) {
         RETURN_IF_ERROR(stage.LoadInput(context_, mb, Bytes(b.input)));
       }
       RETURN_IF_ERROR(stage.Forward(context_, mb, Bytes(b.input), Bytes(b.output), Bytes(b.stash)));
-      if (schedule_.IsLastStage(part.stage)) result_.loss += stage.Loss(mb);
+      if (schedule_.IsLastStage(part.stage)) {
+        if (stream_ordered_) {
+          loss_reads_.emplace_back(part.stage, mb);
+        } else {
+          result_.loss += stage.Loss(mb);
+        }
+      }
       return absl::OkStatus();
     case ActionKind::kBackwardInput:
       return stage.BackwardInput(context_, mb, Bytes(b.output_grad), Bytes(b.stash),
@@ -632,6 +638,8 @@ absl::StatusOr<bool> RankExecutor::DeviceComputeDone() {
   if (!done) return Block(Blocked::Kind::kMarker, 0);
   marker_state_ = MarkerState::kDone;
   result_.compute_end_us = NowUs();
+  for (const auto& [stage, mb] : loss_reads_) result_.loss += stages_[stage]->Loss(mb);
+  loss_reads_.clear();
   return true;
 }
 
@@ -660,6 +668,14 @@ absl::Status RankExecutor::FinishStep() {
       return absl::Status(status.code(),
                           absl::StrCat("stage ", s, " FinishStep: ", status.message()));
     }
+  }
+  if (stream_ordered_) {
+    // What FinishStep enqueued (a device stage's copy of its gradients to
+    // the host) is complete when the step returns: one host wait, at the
+    // step's end only.
+    ASSIGN_OR_RETURN(RequestId finished,
+                     transport_->PostMarker(OpInfo{-1, -1, -1, "step results"}));
+    RETURN_IF_ERROR(transport_->Wait(finished, options_.timeout));
   }
   Release(cursor_.current().buffers);  // the step-end buffers
   SampleMemory();

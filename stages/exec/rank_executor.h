@@ -90,6 +90,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -298,6 +299,10 @@ class RankExecutor {
   std::vector<PendingSend> pending_sends_;
   std::vector<PendingReduction> device_reductions_;  // posted, not seen complete
   std::vector<ReductionSpan> device_reduction_spans_;
+  // Stream-ordered: the (stage, microbatch) of each chain-final forward this
+  // step, whose losses a device stage has written only once the compute
+  // stream reached them (read when the step-end marker has completed).
+  std::vector<std::pair<int, int>> loss_reads_;
   RequestId marker_ = 0;
   enum class MarkerState : uint8_t { kNone, kPosted, kDone } marker_state_ = MarkerState::kNone;
   std::array<int64_t, kNumMemoryCategories> live_by_category_{};
