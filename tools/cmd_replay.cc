@@ -58,6 +58,10 @@ ABSL_FLAG(int, dp, 0, "data-parallel replicas (pp x dp ranks); default: the mode
 ABSL_FLAG(double, timeout, 60, "seconds any wait may take before the run fails");
 ABSL_FLAG(std::string, flight_dir, "",
           "on failure every rank writes its flight record here (rank_<r>.json)");
+ABSL_FLAG(bool, measure_costs, false,
+          "device backends: time every stage call on the device and report each stage's mean "
+          "forward, backward-input, backward-weight and backward times (--json: device_costs), "
+          "the costs to simulate with");
 ABSL_FLAG(std::string, buffers, "tracked",
           "buffer provider: tracked (a heap allocation per buffer, measured peak) or arena (the "
           "plan's arena, no allocation per buffer)");
@@ -81,6 +85,7 @@ struct ReplayFlags {
   int steps = 1;
   int dp = 1;
   MemoryPolicy policy = MemoryPolicy::kJit;
+  bool measure_costs = false;
   ReplayOptions run;
 };
 
@@ -121,6 +126,10 @@ absl::StatusOr<ReplayFlags> FlagsFromCommandLine(const Invocation& invocation,
   const std::string buffers = absl::GetFlag(FLAGS_buffers);
   if (buffers != "tracked" && buffers != "arena") {
     return absl::InvalidArgumentError("--buffers must be tracked or arena");
+  }
+  f.measure_costs = absl::GetFlag(FLAGS_measure_costs);
+  if (f.measure_costs && !IsDeviceBackend(f.backend)) {
+    return absl::InvalidArgumentError("--measure-costs needs a device backend (cuda, nccl, nccl-lazy)");
   }
   f.run.dp = f.dp;
   f.run.steps = f.steps;
@@ -176,7 +185,8 @@ std::string Bytes(int64_t bytes) {
 }
 
 void PrintText(const std::string& path, const ReplayFlags& f, const ReplayPlan& plan,
-               const ReplayResult& r, const std::optional<MlpComparison>& check) {
+               const ReplayResult& r, const std::optional<MlpComparison>& check,
+               const std::vector<MeasuredStageCosts>& costs) {
   const Schedule& s = plan.schedule;
   std::printf("%s: replayed %d step%s of pp %d x dp %d (%d stages, %d microbatches, %zu actions) "
               "with %s stages, %s backend, %s memory\n",
@@ -211,6 +221,10 @@ void PrintText(const std::string& path, const ReplayFlags& f, const ReplayPlan& 
     std::printf("transport in flight: peak %s (sends staged until their receive was posted)\n",
                 Bytes(r.peak_in_flight_bytes).c_str());
   }
+  for (const MeasuredStageCosts& c : costs) {
+    std::printf("stage %d device time per call: F %.1f us, I %.1f us, W %.1f us, B %.1f us\n",
+                c.stage, c.forward_us, c.backward_input_us, c.backward_weight_us, c.backward_us);
+  }
 }
 
 // `format` is %.17g for values that must round-trip, %.3f for times.
@@ -221,7 +235,8 @@ std::string JsonNumbers(const std::vector<double>& values, const absl::FormatSpe
 }
 
 void PrintJson(const ReplayFlags& f, const ReplayPlan& plan, const ReplayResult& r,
-               const std::optional<MlpComparison>& check) {
+               const std::optional<MlpComparison>& check,
+               const std::vector<MeasuredStageCosts>& costs) {
   std::string out = absl::StrCat(
       "{\"backend\": ", JsonQuote(f.backend), ", \"stage\": ", JsonQuote(f.stage),
       ", \"policy\": \"",
@@ -244,6 +259,19 @@ void PrintJson(const ReplayFlags& f, const ReplayPlan& plan, const ReplayResult&
                     absl::StrFormat("%.3f", k.exposed_reduce_us), "}");
   }
   absl::StrAppend(&out, "]");
+  if (f.measure_costs) {
+    absl::StrAppend(&out, ",\n \"device_costs\": [");
+    for (size_t i = 0; i < costs.size(); ++i) {
+      const MeasuredStageCosts& c = costs[i];
+      absl::StrAppend(&out, i > 0 ? ", " : "",
+                      absl::StrFormat("{\"stage\": %d, \"forward_us\": %.3f, "
+                                      "\"backward_input_us\": %.3f, \"backward_weight_us\": "
+                                      "%.3f, \"backward_us\": %.3f}",
+                                      c.stage, c.forward_us, c.backward_input_us,
+                                      c.backward_weight_us, c.backward_us));
+    }
+    absl::StrAppend(&out, "]");
+  }
   if (check.has_value()) {
     absl::StrAppend(&out, ",\n \"check\": {\"ok\": ", check->Within(kMlpTolerance) ? "true" : "false",
                     ", \"tolerance\": ", kMlpTolerance, ", \"reference_loss\": ",
@@ -368,6 +396,7 @@ int RunReplay(const Command& command, const Invocation& invocation) {
   // A device backend (gpu_replay.h): the device check first, then the
   // module that has the CUDA, NCCL and cuBLAS code.
   std::optional<MlpComparison> device_check;
+  std::vector<MeasuredStageCosts> costs;
   if (IsDeviceBackend(f.backend)) {
     if (!kHaveCuda) {
       return Fail(command, absl::UnavailableError(
@@ -380,6 +409,7 @@ int RunReplay(const Command& command, const Invocation& invocation) {
     request.host_stages = factory.get();
     request.mlp = mlp;
     request.device_mlp = mlp != nullptr && f.backend == "cuda";
+    request.measure_costs = f.measure_costs;
     request.options = f.run;
     absl::StatusOr<GpuReplayOutcome> outcome = RunGpuReplay(request);
     if (!outcome.ok()) {
@@ -389,6 +419,7 @@ int RunReplay(const Command& command, const Invocation& invocation) {
     } else {
       result = std::move(outcome->result);
       device_check = outcome->device_check;
+      costs = std::move(outcome->costs);
     }
   }
   f.run.on_step = nullptr;
@@ -401,9 +432,9 @@ int RunReplay(const Command& command, const Invocation& invocation) {
     if (absl::Status s = WriteTrace(trace, path, f, *plan, *result); !s.ok()) return Fail(command, s);
   }
   if (absl::GetFlag(FLAGS_json)) {
-    PrintJson(f, *plan, *result, *check);
+    PrintJson(f, *plan, *result, *check, costs);
   } else {
-    PrintText(path, f, *plan, *result, *check);
+    PrintText(path, f, *plan, *result, *check, costs);
   }
   if (check->has_value() && !(*check)->Within(kMlpTolerance)) {
     return Fail(command, in_file(absl::DataLossError(absl::StrCat(
@@ -443,7 +474,7 @@ Command ReplayCommand() {
           "over the job (nccl) or one per directed pair (nccl-lazy); the stages are the cpu "
           "ones staged through host memory. Without a CUDA device these exit 1 with \"no "
           "CUDA device\".",
-      .flags = {"backend", "stage", "model", "steps", "dp", "policy", "buffers", "trace",
+      .flags = {"backend", "stage", "model", "steps", "dp", "policy", "buffers", "measure_costs", "trace",
                 "timeout", "flight_dir", "json", "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,

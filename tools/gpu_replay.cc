@@ -17,6 +17,7 @@
 #include "stages/device/host_staged_stage.h"
 #include "stages/reference/cuda_mlp_stage.h"
 #include "tools/gpu_replay.h"
+#include "tools/gpu_stage_timer.h"
 
 namespace jitpipe::cli {
 namespace {
@@ -97,9 +98,15 @@ absl::StatusOr<GpuReplayOutcome> Run(const GpuReplayRequest& request) {
   } else {
     stages = std::make_unique<HostStagedFactory>(request.host_stages);
   }
+  std::unique_ptr<TimedStageFactory> timed;
+  if (request.measure_costs) timed = std::make_unique<TimedStageFactory>(stages.get());
   GpuReplayOutcome out;
-  ASSIGN_OR_RETURN(out.result, RunReplay(plan.schedule, plan.executable, plan.plans, *stages,
-                                         *world, request.options));
+  ASSIGN_OR_RETURN(out.result,
+                   RunReplay(plan.schedule, plan.executable, plan.plans,
+                             timed != nullptr ? *timed : *stages, *world, request.options));
+  if (timed != nullptr) {
+    ASSIGN_OR_RETURN(out.costs, timed->Costs());
+  }
   if (request.mlp != nullptr && device_mlp == nullptr) {
     RETURN_IF_ERROR(GatherMlpGradients(plan.schedule, *request.mlp, *world, request.options.timeout));
   }

@@ -21,6 +21,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "runtime/replay.h"
@@ -28,6 +29,7 @@
 #include "stages/exec/stage.h"
 #include "stages/reference/mlp_reference.h"
 #include "stages/reference/mlp_stage.h"
+#include "tools/gpu_stage_timer.h"
 
 namespace jitpipe::cli {
 
@@ -47,6 +49,9 @@ struct GpuReplayRequest {
   // (stages/reference/cuda_mlp_stage.h) in fp32, checked against the cpu
   // reference through its own gradients.
   bool device_mlp = false;
+  // Time every stage call on the device (gpu_stage_timer.h): the costs to
+  // simulate with.
+  bool measure_costs = false;
   ReplayOptions options;
 };
 
@@ -57,6 +62,8 @@ struct GpuReplayOutcome {
   // With a device mlp: the worst step's check (computed in the module,
   // where the device gradients are).
   std::optional<MlpComparison> device_check;
+  // With measure_costs: each of this process's stages' mean device times.
+  std::vector<MeasuredStageCosts> costs;
 };
 
 // The module's entry point, exported as "jitpipe_gpu_replay" with C
