@@ -622,8 +622,10 @@ TEST(RankExecutorTest, HandsEveryStageCallTheRanksContext) {
 // a compute consumes becomes one StreamWait on the rank's compute stream,
 // nothing is tested mid-step (a step captured into a CUDA graph could not
 // be), each REDUCE_GRAD is posted from the rank's own thread (no reduction
-// thread), one marker per step ends the compute, the stage calls get the
-// transport's device and stream, and the data still arrives in order
+// thread), two markers per step (one ends the compute, after which a
+// device stage's losses are read; one that the step's end waits for, behind
+// what FinishStep enqueued), the stage calls get the transport's device
+// and stream, and the data still arrives in order
 // (ProbeStage checks every input) -- a thread per rank, or one for all.
 TEST(RankExecutorTest, OverADeviceTransportWaitsBecomeStreamDependencies) {
   for (const char* schedule : {"1f1b", "interleaved-1f1b", "zbv"}) {
@@ -644,7 +646,7 @@ TEST(RankExecutorTest, OverADeviceTransportWaitsBecomeStreamDependencies) {
         DeviceLikeTransport& device = *runs[r].device;
         EXPECT_EQ(device.stream_waits().size(), 2 * recvs) << "rank " << r;
         EXPECT_EQ(device.tests_mid_step(), 0) << "rank " << r;
-        EXPECT_EQ(device.markers(), 2) << "rank " << r;
+        EXPECT_EQ(device.markers(), 4) << "rank " << r;
         ASSERT_GT(reductions, 0u);
         EXPECT_THAT(device.reduction_threads(),
                     ::testing::AllOf(::testing::SizeIs(2 * reductions),
