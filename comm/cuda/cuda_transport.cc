@@ -465,4 +465,14 @@ std::unique_ptr<Transport> NewCudaTransport(CudaFabric* fabric, int rank) {
   return std::make_unique<CudaTransport>(fabric, rank);
 }
 
+std::vector<void*> CudaFabric::AllStreams() const {
+  std::vector<void*> out;
+  for (const RankStreams& r : ranks_) {
+    out.push_back(r.compute.get());
+    out.push_back(r.p2p.get());
+    out.push_back(r.reduce.get());
+  }
+  return out;
+}
+
 }  // namespace jitpipe

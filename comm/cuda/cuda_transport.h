@@ -58,6 +58,9 @@ class CudaFabric {
   int size() const { return size_; }
   int device() const { return options_.device; }
   const DeviceStreams& streams(int rank) const { return ranks_[rank].streams; }
+  // Every rank's compute, p2p and reduction streams (cudaStream_t), in rank
+  // order: what a captured step forks into (comm/cuda/step_graph.h).
+  std::vector<void*> AllStreams() const;
 
   absl::Status AddGroups(absl::Span<const Group> groups) ABSL_LOCKS_EXCLUDED(mu_);
   void Abort(int rank, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);

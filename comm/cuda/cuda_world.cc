@@ -73,6 +73,7 @@ class OneGpuWorld final : public CudaWorld {
   }
   void LeaveBeforeExit() override {}
   int64_t InFlightBytes() const override { return fabric_->InFlightBytes(); }
+  std::vector<void*> streams() const override { return fabric_->AllStreams(); }
   int64_t PeakInFlightBytes() const override { return fabric_->PeakInFlightBytes(); }
 
  private:

@@ -47,6 +47,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -68,6 +69,10 @@ class CudaWorld : public World {
   virtual int device() const = 0;
   // Bytes staged for sends whose receives were not posted yet, now.
   virtual int64_t InFlightBytes() const = 0;
+  // Every rank's streams (cudaStream_t: compute, p2p, reduction, rank by
+  // rank), owned by the world: what a step captured as a CUDA graph forks
+  // into and joins (comm/cuda/step_graph.h).
+  virtual std::vector<void*> streams() const = 0;
 };
 
 // OK when this build has the CUDA backend and CUDA device `device` exists.

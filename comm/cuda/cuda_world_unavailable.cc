@@ -4,6 +4,7 @@
 // comm/mpi's does, so that callers need no preprocessor to learn that it is
 // absent.
 #include "comm/cuda/cuda_world.h"
+#include "comm/cuda/step_graph.h"
 
 namespace jitpipe {
 namespace {
@@ -24,6 +25,13 @@ absl::Status CheckCudaDevice(int device) {
 absl::StatusOr<std::unique_ptr<CudaWorld>> CreateCudaWorld(int size, const CudaOptions& options) {
   (void)size;
   (void)options;
+  return NoCudaBackend();
+}
+
+absl::StatusOr<std::unique_ptr<StepGraph>> BeginStepCapture(int device,
+                                                            const std::vector<void*>& streams) {
+  (void)device;
+  (void)streams;
   return NoCudaBackend();
 }
 

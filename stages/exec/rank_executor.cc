@@ -601,6 +601,10 @@ absl::Status RankExecutor::WaitBlocked() {
 // then every reduction (the exposed part measured), FinishStep per stage
 // with its reduced gradients, the step-end buffers released.
 absl::StatusOr<bool> RankExecutor::EndStep() {
+  if (capturing_) {
+    RETURN_IF_ERROR(EndCapturedStep());
+    return true;
+  }
   if (stream_ordered_) {
     ASSIGN_OR_RETURN(bool computed, DeviceComputeDone());
     if (!computed) return false;
@@ -624,6 +628,30 @@ absl::StatusOr<bool> RankExecutor::EndStep() {
   }
   RETURN_IF_ERROR(FinishStep());
   return true;
+}
+
+absl::Status RankExecutor::SetCapturing(bool capturing) {
+  if (in_step_) return absl::FailedPreconditionError("a step is in progress");
+  if (capturing && (!stream_ordered_ || !release_after_requests_)) {
+    return absl::FailedPreconditionError(
+        "only a step over a device transport, with a provider that releases sent buffers after "
+        "their requests, can be captured");
+  }
+  capturing_ = capturing;
+  return absl::OkStatus();
+}
+
+// Everything of the step is enqueued; the device orders the rest. What the
+// host would test is taken as done: the graph's launch completes it.
+absl::Status RankExecutor::EndCapturedStep() {
+  for (const PendingSend& send : pending_sends_) ReleaseSent(send);
+  pending_sends_.clear();
+  for (int32_t slot : pending_recvs_) recv_state_[slot] = RecvState::kDone;
+  pending_recvs_.clear();
+  device_reductions_.clear();
+  loss_reads_.clear();
+  result_.compute_end_us = NowUs();
+  return FinishStep();
 }
 
 // The compute stream's work so far: a marker behind it, its completion the
@@ -669,7 +697,7 @@ absl::Status RankExecutor::FinishStep() {
                           absl::StrCat("stage ", s, " FinishStep: ", status.message()));
     }
   }
-  if (stream_ordered_) {
+  if (stream_ordered_ && !capturing_) {
     // What FinishStep enqueued (a device stage's copy of its gradients to
     // the host) is complete when the step returns: one host wait, at the
     // step's end only.

@@ -176,6 +176,19 @@ class RankExecutor {
   absl::StatusOr<Progress> Advance();
   StepResult TakeResult();
 
+  // Over a device transport: the steps from now on (true) are being captured
+  // into a CUDA graph (comm/cuda/step_graph.h), so nothing of them may be
+  // tested or waited for on the host: a step only enqueues, and its end
+  // posts no marker, tests no transfer or reduction, does not wait for
+  // FinishStep's work and reads no loss (StepResult::loss stays 0: the
+  // caller reads the stages' losses once the graph has run). The requests
+  // it posted are left to the transport; sent buffers are reported
+  // complete to the provider at the end (a provider that ReleasesAfterRequests
+  // orders their reuse on the device). Errors: FailedPrecondition without a
+  // device transport and a provider that ReleasesAfterRequests, or with a
+  // step in progress.
+  absl::Status SetCapturing(bool capturing);
+
   int world_rank() const { return world_rank_; }
   const ExecutionContext& context() const { return context_; }
 
@@ -227,6 +240,8 @@ class RankExecutor {
   absl::StatusOr<bool> DeviceComputeDone();
   absl::StatusOr<bool> DeviceReductionsDone();
   absl::StatusOr<bool> EndStep();
+  // EndStep of a step being captured (SetCapturing).
+  absl::Status EndCapturedStep();
   // Whether the receive in `slot` has completed (Test).
   absl::StatusOr<bool> RecvDone(int32_t slot);
   // Tests the pending sends and receives; releases completed sends' buffers.
@@ -288,6 +303,7 @@ class RankExecutor {
   RankCursor cursor_;
   bool failed_ = false;
   bool in_step_ = false;
+  bool capturing_ = false;  // SetCapturing
   int32_t position_ = -1;  // the action the flight recorder was last told
   Blocked blocked_;
   StepResult result_;

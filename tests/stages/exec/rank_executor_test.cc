@@ -340,6 +340,7 @@ struct RunSpec {
   void* stream = nullptr;       // RankExecutorOptions::stream
   bool together = false;        // one thread drives every rank (RunStepsTogether)
   bool device = false;          // over DeviceLikeTransport
+  int capture_from = -1;        // together: the steps from this one are captured (SetCapturing)
 };
 
 // What one rank runs with, made before any rank starts.
@@ -404,6 +405,10 @@ std::vector<RankRun> RunRanks(const ReplayPlan& plan, const RunSpec& spec) {
       for (RankRun& run : runs) {
         run.driver = std::this_thread::get_id();
         if (run.device != nullptr) run.device->NewStep();
+      }
+      if (step == spec.capture_from) {
+        for (int r = 0; r < s.pp; ++r) runs[r].status = executors[r]->SetCapturing(true);
+        if (!runs[0].status.ok()) break;
       }
       std::vector<StepResult> results;
       absl::Status status = RunStepsTogether(executors, results);
@@ -665,6 +670,39 @@ TEST(RankExecutorTest, OverADeviceTransportWaitsBecomeStreamDependencies) {
       }
     }
   }
+}
+
+// A step captured into a CUDA graph only enqueues: after an ordinary step,
+// the captured one posts no marker and tests nothing (a query of captured
+// work would fail the capture), its stage calls are the same and see the
+// same data, its loss is left to the caller (0), and its buffers are all
+// released. Capture needs a device transport and a stream-ordered provider.
+TEST(RankExecutorTest, ACapturedStepOnlyEnqueues) {
+  for (const char* schedule : {"1f1b", "zbv"}) {
+    SCOPED_TRACE(schedule);
+    ASSERT_OK_AND_ASSIGN(ReplayPlan plan, ProbePlan(schedule, 4, 8, MemoryPolicy::kJit));
+    std::vector<RankRun> runs = RunRanks(plan, {.steps = 2, .stream_ordered = true,
+                                                .together = true, .device = true,
+                                                .capture_from = 1});
+    for (int r = 0; r < 4; ++r) {
+      ASSERT_OK(runs[r].status) << "rank " << r;
+      ASSERT_EQ(runs[r].steps.size(), 2u);
+      const size_t half = runs[r].log.size() / 2;
+      EXPECT_EQ(std::vector<std::string>(runs[r].log.begin(), runs[r].log.begin() + half),
+                std::vector<std::string>(runs[r].log.begin() + half, runs[r].log.end()))
+          << "rank " << r;
+      EXPECT_EQ(runs[r].device->markers(), 2) << "rank " << r;  // the first step's only
+      EXPECT_EQ(runs[r].device->tests_mid_step(), 0) << "rank " << r;
+      EXPECT_EQ(runs[r].steps[1].loss, 0);
+      EXPECT_EQ(runs[r].buffers->live_bytes(), 0) << "rank " << r;
+    }
+  }
+  // Over a host transport there is nothing to capture.
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, ProbePlan("1f1b", 2, 2, MemoryPolicy::kJit));
+  std::vector<RankRun> host = RunRanks(plan, {.steps = 1, .together = true, .capture_from = 0});
+  EXPECT_EQ(host[0].status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(host[0].status.message()),
+              ::testing::HasSubstr("only a step over a device transport"));
 }
 
 // A receive whose sender never posts is never issued to the device: the
