@@ -62,6 +62,11 @@ ABSL_FLAG(bool, measure_costs, false,
           "device backends: time every stage call on the device and report each stage's mean "
           "forward, backward-input, backward-weight and backward times (--json: device_costs), "
           "the costs to simulate with");
+ABSL_FLAG(bool, graph, false,
+          "--backend cuda with --stage mlp, --buffers arena and --dp 1: after the replay, run "
+          "--steps eager steps from one thread, capture one step as a CUDA graph, replay it "
+          "--steps times, and report the host time per step of both and the check of the "
+          "replayed step");
 ABSL_FLAG(std::string, buffers, "tracked",
           "buffer provider: tracked (a heap allocation per buffer, measured peak) or arena (the "
           "plan's arena, no allocation per buffer)");
@@ -86,6 +91,7 @@ struct ReplayFlags {
   int dp = 1;
   MemoryPolicy policy = MemoryPolicy::kJit;
   bool measure_costs = false;
+  bool graph = false;
   ReplayOptions run;
 };
 
@@ -130,6 +136,11 @@ absl::StatusOr<ReplayFlags> FlagsFromCommandLine(const Invocation& invocation,
   f.measure_costs = absl::GetFlag(FLAGS_measure_costs);
   if (f.measure_costs && !IsDeviceBackend(f.backend)) {
     return absl::InvalidArgumentError("--measure-costs needs a device backend (cuda, nccl, nccl-lazy)");
+  }
+  f.graph = absl::GetFlag(FLAGS_graph);
+  if (f.graph && (f.backend != "cuda" || f.stage != "mlp" || buffers != "arena" || f.dp != 1)) {
+    return absl::InvalidArgumentError(
+        "--graph needs --backend cuda, --stage mlp, --buffers arena and --dp 1");
   }
   f.run.dp = f.dp;
   f.run.steps = f.steps;
@@ -186,7 +197,8 @@ std::string Bytes(int64_t bytes) {
 
 void PrintText(const std::string& path, const ReplayFlags& f, const ReplayPlan& plan,
                const ReplayResult& r, const std::optional<MlpComparison>& check,
-               const std::vector<MeasuredStageCosts>& costs) {
+               const std::vector<MeasuredStageCosts>& costs,
+               const std::optional<GraphStepsReport>& graph) {
   const Schedule& s = plan.schedule;
   std::printf("%s: replayed %d step%s of pp %d x dp %d (%d stages, %d microbatches, %zu actions) "
               "with %s stages, %s backend, %s memory\n",
@@ -221,6 +233,13 @@ void PrintText(const std::string& path, const ReplayFlags& f, const ReplayPlan& 
     std::printf("transport in flight: peak %s (sends staged until their receive was posted)\n",
                 Bytes(r.peak_in_flight_bytes).c_str());
   }
+  if (graph.has_value()) {
+    std::printf("CUDA graph (%zu nodes): step host time %.1f us eager, %.1f us graph replay "
+                "(median of %d each); replayed step vs the reference trainer: %s; %s\n",
+                graph->nodes, graph->eager_host_us, graph->graph_host_us, graph->steps,
+                graph->check.Within(kMlpTolerance) ? "ok" : "FAILED",
+                graph->check.ToString().c_str());
+  }
   for (const MeasuredStageCosts& c : costs) {
     std::printf("stage %d device time per call: F %.1f us, I %.1f us, W %.1f us, B %.1f us\n",
                 c.stage, c.forward_us, c.backward_input_us, c.backward_weight_us, c.backward_us);
@@ -236,7 +255,8 @@ std::string JsonNumbers(const std::vector<double>& values, const absl::FormatSpe
 
 void PrintJson(const ReplayFlags& f, const ReplayPlan& plan, const ReplayResult& r,
                const std::optional<MlpComparison>& check,
-               const std::vector<MeasuredStageCosts>& costs) {
+               const std::vector<MeasuredStageCosts>& costs,
+               const std::optional<GraphStepsReport>& graph) {
   std::string out = absl::StrCat(
       "{\"backend\": ", JsonQuote(f.backend), ", \"stage\": ", JsonQuote(f.stage),
       ", \"policy\": \"",
@@ -259,6 +279,18 @@ void PrintJson(const ReplayFlags& f, const ReplayPlan& plan, const ReplayResult&
                     absl::StrFormat("%.3f", k.exposed_reduce_us), "}");
   }
   absl::StrAppend(&out, "]");
+  if (graph.has_value()) {
+    absl::StrAppend(&out, ",\n \"graph\": ",
+                    absl::StrFormat("{\"steps\": %d, \"nodes\": %d, \"eager_host_us\": %.3f, "
+                                    "\"graph_host_us\": %.3f, \"eager_loss\": %.17g, "
+                                    "\"graph_loss\": %.17g, \"ok\": %s, \"worst_grad_error\": "
+                                    "%.3g}",
+                                    graph->steps, static_cast<int>(graph->nodes),
+                                    graph->eager_host_us, graph->graph_host_us, graph->eager_loss,
+                                    graph->graph_loss,
+                                    graph->check.Within(kMlpTolerance) ? "true" : "false",
+                                    graph->check.worst_grad_error));
+  }
   if (f.measure_costs) {
     absl::StrAppend(&out, ",\n \"device_costs\": [");
     for (size_t i = 0; i < costs.size(); ++i) {
@@ -397,6 +429,7 @@ int RunReplay(const Command& command, const Invocation& invocation) {
   // module that has the CUDA, NCCL and cuBLAS code.
   std::optional<MlpComparison> device_check;
   std::vector<MeasuredStageCosts> costs;
+  std::optional<GraphStepsReport> graph;
   if (IsDeviceBackend(f.backend)) {
     if (!kHaveCuda) {
       return Fail(command, absl::UnavailableError(
@@ -410,6 +443,7 @@ int RunReplay(const Command& command, const Invocation& invocation) {
     request.mlp = mlp;
     request.device_mlp = mlp != nullptr && f.backend == "cuda";
     request.measure_costs = f.measure_costs;
+    request.graph = f.graph;
     request.options = f.run;
     absl::StatusOr<GpuReplayOutcome> outcome = RunGpuReplay(request);
     if (!outcome.ok()) {
@@ -420,6 +454,7 @@ int RunReplay(const Command& command, const Invocation& invocation) {
       result = std::move(outcome->result);
       device_check = outcome->device_check;
       costs = std::move(outcome->costs);
+      graph = outcome->graph;
     }
   }
   f.run.on_step = nullptr;
@@ -432,14 +467,20 @@ int RunReplay(const Command& command, const Invocation& invocation) {
     if (absl::Status s = WriteTrace(trace, path, f, *plan, *result); !s.ok()) return Fail(command, s);
   }
   if (absl::GetFlag(FLAGS_json)) {
-    PrintJson(f, *plan, *result, *check, costs);
+    PrintJson(f, *plan, *result, *check, costs, graph);
   } else {
-    PrintText(path, f, *plan, *result, *check, costs);
+    PrintText(path, f, *plan, *result, *check, costs, graph);
   }
   if (check->has_value() && !(*check)->Within(kMlpTolerance)) {
     return Fail(command, in_file(absl::DataLossError(absl::StrCat(
                              "the replay differs from the reference trainer beyond ",
                              kMlpTolerance, " relative: ", (*check)->ToString()))));
+  }
+  if (graph.has_value() && !graph->check.Within(kMlpTolerance)) {
+    return Fail(command, in_file(absl::DataLossError(absl::StrCat(
+                             "the step replayed as a CUDA graph differs from the reference "
+                             "trainer beyond ", kMlpTolerance, " relative: ",
+                             graph->check.ToString()))));
   }
   return kExitOk;
 }
@@ -474,7 +515,7 @@ Command ReplayCommand() {
           "over the job (nccl) or one per directed pair (nccl-lazy); the stages are the cpu "
           "ones staged through host memory. Without a CUDA device these exit 1 with \"no "
           "CUDA device\".",
-      .flags = {"backend", "stage", "model", "steps", "dp", "policy", "buffers", "measure_costs", "trace",
+      .flags = {"backend", "stage", "model", "steps", "dp", "policy", "buffers", "measure_costs", "graph", "trace",
                 "timeout", "flight_dir", "json", "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,

@@ -16,6 +16,7 @@
 #include "runtime/mlp_gradients.h"
 #include "stages/device/host_staged_stage.h"
 #include "stages/reference/cuda_mlp_stage.h"
+#include "tools/gpu_graph_step.h"
 #include "tools/gpu_replay.h"
 #include "tools/gpu_stage_timer.h"
 
@@ -86,6 +87,11 @@ absl::StatusOr<GpuReplayOutcome> Run(const GpuReplayRequest& request) {
   if (request.device_mlp && (request.backend != "cuda" || request.mlp == nullptr)) {
     return absl::InvalidArgumentError("the device mlp runs on the one-GPU backend (cuda) only");
   }
+  if (request.graph && (!request.device_mlp || request.options.buffers != BufferMode::kArena ||
+                        request.options.dp != 1)) {
+    return absl::InvalidArgumentError(
+        "--graph needs --backend cuda, --stage mlp, --buffers arena and --dp 1");
+  }
   ASSIGN_OR_RETURN(DeviceReduction reduction, ReductionOf(plan.model));
   ASSIGN_OR_RETURN(std::unique_ptr<World> world, MakeWorld(request, reduction));
   std::unique_ptr<StageFactory> stages;
@@ -115,6 +121,13 @@ absl::StatusOr<GpuReplayOutcome> Run(const GpuReplayRequest& request) {
     ASSIGN_OR_RETURN(MlpComparison check,
                      CheckDeviceMlp(out.result, *device_mlp, plan.model.dp.reduce));
     out.device_check = check;
+  }
+  if (request.graph) {
+    ASSIGN_OR_RETURN(GraphSteps g, RunGraphSteps(plan, static_cast<CudaWorld&>(*world),
+                                                 *device_mlp, request.options.steps,
+                                                 request.options.timeout));
+    out.graph = GraphStepsReport{g.steps,        g.nodes,      g.eager_host_us, g.graph_host_us,
+                                 g.eager_loss, g.graph_loss, g.check};
   }
   return out;
 }

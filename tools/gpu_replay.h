@@ -35,6 +35,17 @@ namespace jitpipe::cli {
 
 inline constexpr int kGpuReplayAbi = 1;
 
+// What `--graph` measured (gpu_graph_step.h, GraphSteps).
+struct GraphStepsReport {
+  int steps = 0;
+  size_t nodes = 0;
+  double eager_host_us = 0;
+  double graph_host_us = 0;
+  double eager_loss = 0;
+  double graph_loss = 0;
+  MlpComparison check;
+};
+
 struct GpuReplayRequest {
   std::string backend;  // cuda | nccl | nccl-lazy
   const ReplayPlan* plan = nullptr;
@@ -52,6 +63,10 @@ struct GpuReplayRequest {
   // Time every stage call on the device (gpu_stage_timer.h): the costs to
   // simulate with.
   bool measure_costs = false;
+  // Then, with the device mlp and arena buffers at dp 1: options.steps
+  // eager steps, one captured as a CUDA graph, options.steps replays of it
+  // (gpu_graph_step.h), timed and checked.
+  bool graph = false;
   ReplayOptions options;
 };
 
@@ -64,6 +79,8 @@ struct GpuReplayOutcome {
   std::optional<MlpComparison> device_check;
   // With measure_costs: each of this process's stages' mean device times.
   std::vector<MeasuredStageCosts> costs;
+  // With graph: the eager and graph-replayed steps.
+  std::optional<GraphStepsReport> graph;
 };
 
 // The module's entry point, exported as "jitpipe_gpu_replay" with C

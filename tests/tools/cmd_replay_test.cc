@@ -127,7 +127,11 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{{"--stage", "mlp", "--timeout", "0"},
                   "--timeout must be a positive number of seconds"},
         UsageCase{{"--stage", "mlp", "--policy", "lazy"}, "--policy must be jit or eager"},
-        UsageCase{{"--stage", "mlp", "--buffers", "pool"}, "--buffers must be tracked or arena"}));
+        UsageCase{{"--stage", "mlp", "--buffers", "pool"}, "--buffers must be tracked or arena"},
+        UsageCase{{"--stage", "mlp", "--measure-costs"},
+                  "--measure-costs needs a device backend (cuda, nccl, nccl-lazy)"},
+        UsageCase{{"--stage", "mlp", "--backend", "cuda", "--graph"},
+                  "--graph needs --backend cuda, --stage mlp, --buffers arena and --dp 1"}));
 
 // A device backend on a machine without a CUDA device (or in a build
 // without CUDA) fails with exit 1 and says so, before loading the device
