@@ -432,9 +432,9 @@ int RunReplay(const Command& command, const Invocation& invocation) {
   std::optional<GraphStepsReport> graph;
   if (IsDeviceBackend(f.backend)) {
     if (!kHaveCuda) {
-      return Fail(command, absl::UnavailableError(
+      return Fail(command, in_file(absl::UnavailableError(
                                "no CUDA device: this build has no CUDA backend (nvcc or the CUDA "
-                               "toolkit was not found when it was configured)"));
+                               "toolkit was not found when it was configured)")));
     }
     GpuReplayRequest request;
     request.backend = f.backend;
