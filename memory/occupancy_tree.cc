@@ -22,8 +22,8 @@ OccupancyTree::OccupancyTree(int num_times, int64_t alignment)
     : num_times_(num_times), leaves_(static_cast<int>(std::bit_ceil(
                                  static_cast<unsigned>(std::max(num_times, 1))))),
       alignment_(alignment), nodes_(2 * static_cast<size_t>(leaves_)) {
-  candidates_.reserve(64);
-  pieces_.reserve(64);
+  candidates_.resize(64);
+  pieces_.resize(64);
 }
 
 void OccupancyTree::Clear() {
@@ -49,6 +49,7 @@ void OccupancyTree::Walk(int start, int end) {
     left = first >> std::bit_width((first - 1) ^ first);
     for (unsigned node = left; node >= 1; node >>= 1) walk_.push_back(static_cast<int>(2 * node));
   }
+  left_chain_ = static_cast<int>(walk_.size());
   if (end + 1 < leaves_) {
     for (unsigned node = last >> std::bit_width(last ^ (last + 1)); node >= 1; node >>= 1) {
       if (left != 0 && std::bit_width(node) <= std::bit_width(left) &&
@@ -58,6 +59,7 @@ void OccupancyTree::Walk(int start, int end) {
       walk_.push_back(static_cast<int>(2 * node));
     }
   }
+  right_chain_ = static_cast<int>(walk_.size()) - left_chain_;
   for (unsigned lo = first, hi = last + 1; lo < hi; lo >>= 1, hi >>= 1) {
     if (lo & 1) walk_.push_back(static_cast<int>(2 * lo++ + 1));
     if (hi & 1) walk_.push_back(static_cast<int>(2 * --hi + 1));
@@ -67,19 +69,21 @@ void OccupancyTree::Walk(int start, int end) {
 int64_t OccupancyTree::BestFit(int start, int end, int64_t bytes) {
   units_ = (bytes + alignment_ - 1) / alignment_;
   if (start != walk_start_ || end != walk_end_) Walk(start, end);
-  candidates_.assign(1, Range{0, kNoEnd});
+  candidates_[0] = Range{0, kNoEnd};
+  num_candidates_ = 1;
   for (const int entry : walk_) {
     Node& node = nodes_[entry >> 1];
     RangeSet& set = (entry & 1) ? node.within : node.cover;
     if (set.size > 0) Subtract(Data(set), static_cast<int>(set.size));
   }
   // Every candidate but the last fits; take the smallest, the lowest on a tie.
-  Unit best = candidates_.back().lo;
+  const Range* candidates = candidates_.data();
+  Unit best = candidates[num_candidates_ - 1].lo;
   Unit best_size = kNoEnd;
-  for (size_t k = 0; k + 1 < candidates_.size(); ++k) {
-    const Unit size = candidates_[k].hi - candidates_[k].lo;
+  for (int k = 0; k + 1 < num_candidates_; ++k) {
+    const Unit size = candidates[k].hi - candidates[k].lo;
     if (size < best_size) {
-      best = candidates_[k].lo;
+      best = candidates[k].lo;
       best_size = size;
     }
   }
@@ -90,52 +94,66 @@ int64_t OccupancyTree::BestFit(int start, int end, int64_t bytes) {
 // pieces too small for units_ dropped. Candidates below the first range or
 // above the last are left alone.
 void OccupancyTree::Subtract(const Range* ranges, int count) {
+  // At most one piece more per range.
+  if (static_cast<size_t>(num_candidates_ + count + 1) > candidates_.size()) {
+    candidates_.resize(2 * (num_candidates_ + count + 1));
+    pieces_.resize(candidates_.size());
+  }
+  const Range* in = candidates_.data();
+  const int num_candidates = num_candidates_;
   const Unit first_lo = ranges[0].lo;
   const Unit last_hi = ranges[count - 1].hi;
-  const int num_candidates = static_cast<int>(candidates_.size());
   int begin = 0;
-  while (candidates_[begin].hi <= first_lo) ++begin;  // the last one never ends
-  pieces_.clear();
+  while (in[begin].hi <= first_lo) ++begin;  // the last one never ends
+  if (in[begin].lo >= last_hi) return;
+  Range* out = pieces_.data();
+  int n = 0;
+  for (; n < begin; ++n) out[n] = in[n];
   int k = 0;  // the first range that may still overlap a candidate
-  int end = begin;
-  for (; end < num_candidates && candidates_[end].lo < last_hi; ++end) {
-    const Range gap = candidates_[end];
+  int c = begin;
+  for (; c < num_candidates && in[c].lo < last_hi; ++c) {
+    const Range gap = in[c];
     Unit lo = gap.lo;
     while (k < count && ranges[k].hi <= lo) ++k;
     int j = k;
     for (; j < count && ranges[j].lo < gap.hi; ++j) {
-      if (ranges[j].lo - lo >= units_) pieces_.push_back({lo, ranges[j].lo});
+      if (ranges[j].lo - lo >= units_) out[n++] = Range{lo, ranges[j].lo};
       lo = std::max(lo, ranges[j].hi);
     }
-    if (lo < gap.hi && (gap.hi == kNoEnd || gap.hi - lo >= units_)) pieces_.push_back({lo, gap.hi});
+    if (lo < gap.hi && (gap.hi == kNoEnd || gap.hi - lo >= units_)) out[n++] = Range{lo, gap.hi};
     if (j > k) k = j - 1;  // the last range may reach into the next candidate
   }
-  const int num_pieces = static_cast<int>(pieces_.size());
-  if (num_pieces != end - begin) {
-    const int tail = num_candidates - end;
-    if (num_pieces > end - begin) candidates_.resize(begin + num_pieces + tail);
-    std::memmove(&candidates_[begin + num_pieces], &candidates_[end], tail * sizeof(Range));
-    candidates_.resize(begin + num_pieces + tail);
-  }
-  std::copy(pieces_.begin(), pieces_.end(), candidates_.begin() + begin);
+  for (; c < num_candidates; ++c) out[n++] = in[c];
+  num_candidates_ = n;
+  candidates_.swap(pieces_);
 }
 
 void OccupancyTree::Occupy(int start, int end, int64_t offset, int64_t bytes) {
   if (start != walk_start_ || end != walk_end_) Walk(start, end);
   const Range range{offset / alignment_, (offset + bytes + alignment_ - 1) / alignment_};
-  for (const int entry : walk_) {
-    Node& node = nodes_[entry >> 1];
+  const int chains = left_chain_ + right_chain_;
+  for (size_t k = chains; k < walk_.size(); ++k) {
+    Node& node = nodes_[walk_[k] >> 1];
+    Insert(node.cover, range);
     Insert(node.within, range);
-    if (entry & 1) Insert(node.cover, range);
+  }
+  // Up each chain, `within` only grows: once a node's holds the range, so
+  // do the ones above it.
+  for (int k = 0; k < left_chain_; ++k) {
+    if (!Insert(nodes_[walk_[k] >> 1].within, range)) break;
+  }
+  for (int k = left_chain_; k < chains; ++k) {
+    if (!Insert(nodes_[walk_[k] >> 1].within, range)) break;
   }
 }
 
-void OccupancyTree::Insert(RangeSet& set, Range range) {
+bool OccupancyTree::Insert(RangeSet& set, Range range) {
   Range* ranges = Data(set);
   const int size = static_cast<int>(set.size);
   // The first range that touches or follows `range`, then every one it touches.
   int first = 0;
   while (first < size && ranges[first].hi < range.lo) ++first;
+  if (first < size && ranges[first].lo <= range.lo && range.hi <= ranges[first].hi) return false;
   int last = first;
   for (; last < size && ranges[last].lo <= range.hi; ++last) {
     range.lo = std::min(range.lo, ranges[last].lo);
@@ -146,14 +164,17 @@ void OccupancyTree::Insert(RangeSet& set, Range range) {
       Grow(set);
       ranges = Data(set);
     }
-    std::copy_backward(ranges + first, ranges + size, ranges + size + 1);
+    for (int i = size; i > first; --i) ranges[i] = ranges[i - 1];
     ranges[first] = range;
     ++set.size;
+    return true;
   } else {
     ranges[first] = range;
-    std::copy(ranges + last, ranges + size, ranges + first + 1);
-    set.size = static_cast<uint32_t>(size - (last - first - 1));
+    const int removed = last - first - 1;
+    for (int i = last; i < size; ++i) ranges[i - removed] = ranges[i];
+    set.size = static_cast<uint32_t>(size - removed);
   }
+  return true;
 }
 
 // Doubles the capacity; the first spill holds the inline ranges.

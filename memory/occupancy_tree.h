@@ -34,6 +34,7 @@
 #ifndef JITPIPE_MEMORY_OCCUPANCY_TREE_H_
 #define JITPIPE_MEMORY_OCCUPANCY_TREE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -94,7 +95,8 @@ class OccupancyTree {
   }
   void Walk(int start, int end);
   void Subtract(const Range* ranges, int count);
-  void Insert(RangeSet& set, Range range);
+  // Adds `range` to `set`; false when the set already held all of it.
+  bool Insert(RangeSet& set, Range range);
   void Grow(RangeSet& set);
 
   int num_times_;
@@ -103,13 +105,19 @@ class OccupancyTree {
   std::vector<Node> nodes_;  // heap order: node k has children 2k and 2k+1
   std::vector<std::vector<Range>> spills_;
   // The last walk: nodes over [walk_start_, walk_end_], each as
-  // 2 * node + (1 if it tiles the window, 0 if it is an ancestor).
+  // 2 * node + (1 if it tiles the window, 0 if it straddles an end): the
+  // chain straddling the left end bottom-up (left_chain_ nodes), the one
+  // straddling the right end bottom-up up to where it joins the left one
+  // (right_chain_ nodes), then the tiling nodes.
   std::vector<int> walk_;
+  int left_chain_ = 0;
+  int right_chain_ = 0;
   int walk_start_ = -1;
   int walk_end_ = -1;
-  // The query's candidate gaps (sorted; the last one ends at kNoEnd) and
-  // the pieces one Subtract keeps.
+  // The query's candidate gaps, candidates_[0, num_candidates_) (sorted;
+  // the last one never ends), and the pieces one Subtract keeps.
   std::vector<Range> candidates_;
+  int num_candidates_ = 0;
   std::vector<Range> pieces_;
   Unit units_ = 0;  // the query's size in units
 };
