@@ -125,27 +125,36 @@ class OrderedBestFit : public ArenaAlgorithm {
     return true;
   }
 
-  // The ids of the non-empty intervals in the sort order.
+  // The ids of the non-empty intervals in the sort order (keys gathered
+  // first: sorting ids through the intervals costs a cache miss a compare).
   std::vector<int> SortedIds(absl::Span<const LiveInterval> intervals) const {
-    std::vector<int> ids;
-    ids.reserve(intervals.size());
+    struct Key {
+      int64_t first;   // -bytes, or -duration
+      int64_t second;  // 0, or -bytes
+      int id;
+    };
+    std::vector<Key> keys;
+    keys.reserve(intervals.size());
     for (int id = 0; id < static_cast<int>(intervals.size()); ++id) {
-      if (intervals[id].bytes > 0) ids.push_back(id);
+      const LiveInterval& in = intervals[id];
+      if (in.bytes == 0) continue;
+      if (order_ == PlacementOrder::kDecreasingSize) {
+        keys.push_back({-in.bytes, 0, id});
+      } else {
+        keys.push_back({-static_cast<int64_t>(in.end - in.start), -in.bytes, id});
+      }
     }
-    auto duration = [&](int id) { return intervals[id].end - intervals[id].start; };
-    auto bytes = [&](int id) { return intervals[id].bytes; };
-    if (order_ == PlacementOrder::kDecreasingSize) {
-      std::sort(ids.begin(), ids.end(), [&](int a, int b) {
-        return bytes(a) != bytes(b) ? bytes(a) > bytes(b) : a < b;
-      });
-    } else {
-      std::sort(ids.begin(), ids.end(), [&](int a, int b) {
-        if (duration(a) != duration(b)) return duration(a) > duration(b);
-        return bytes(a) != bytes(b) ? bytes(a) > bytes(b) : a < b;
-      });
-    }
+    std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+      if (a.first != b.first) return a.first < b.first;
+      if (a.second != b.second) return a.second < b.second;
+      return a.id < b.id;
+    });
+    std::vector<int> ids;
+    ids.reserve(keys.size());
+    for (const Key& key : keys) ids.push_back(key.id);
     return ids;
   }
+
 
   PlacementOrder order_;
   int refine_rounds_;
