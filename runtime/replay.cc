@@ -58,6 +58,12 @@ class Replay {
       : schedule_(schedule), executable_(executable), plans_(plans), world_(world),
         options_(options), local_(world.local_ranks().size()),
         ended_(local_.size(), false), records_(local_.size()), dump_errors_(local_.size()) {}
+  ~Replay() {
+    absl::MutexLock lock(&hook_->mu);
+    hook_->replay = nullptr;
+  }
+  Replay(const Replay&) = delete;
+  Replay& operator=(const Replay&) = delete;
 
   absl::StatusOr<ReplayResult> Execute(StageFactory& factory) {
     // The runners are made here, one after the other, so that a factory
@@ -82,6 +88,7 @@ class Replay {
         }
       }
     }
+    StartWatchdog();
     std::vector<std::thread> threads;
     for (size_t i = 0; i < local_.size(); ++i) threads.emplace_back([this, i] { RankMain(i); });
     const std::vector<size_t> stuck = AwaitRanks();
@@ -205,6 +212,26 @@ class Replay {
     }
     world_.Abort(me.world_rank, std::string(me.status.message()));
     if (me.runner != nullptr) world_.RetainUntilEnd(me.runner->buffers());
+  }
+
+  // Device backends watch their pending operations on a thread of their
+  // own (host backends' waits carry the timeout; there this does nothing).
+  // On a timeout the flight records are taken as a failing rank's are,
+  // before the backend aborts its communicators. The world may outlive this
+  // run, so its handler reaches the run through a hook the destructor cuts.
+  void StartWatchdog() {
+    world_.StartWatchdog(options_.timeout,
+                         [hook = hook_](int world_rank, const absl::Status& status) {
+                           absl::MutexLock lock(&hook->mu);
+                           if (hook->replay != nullptr) hook->replay->TimedOut(world_rank, status);
+                         });
+  }
+
+  void TimedOut(int world_rank, const absl::Status& status) {
+    absl::MutexLock lock(&mu_);
+    if (failed_at_.has_value()) return;
+    failed_at_ = absl::Now();
+    TakeRecordsLocked(absl::StrCat("rank ", world_rank, " failed: ", status.message()));
   }
 
   void TakeRecordsLocked(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -431,6 +458,19 @@ class Replay {
   const ReplayOptions& options_;
   // Slot i is written by local rank i's thread, read once it has ended.
   std::vector<LocalRank> local_;
+
+  // What the watchdog's handler reaches this run through (StartWatchdog).
+  struct WatchdogHook {
+    absl::Mutex mu;
+    Replay* replay ABSL_GUARDED_BY(mu) = nullptr;
+  };
+  const std::shared_ptr<WatchdogHook> hook_ = MakeHook(this);
+  static std::shared_ptr<WatchdogHook> MakeHook(Replay* replay) {
+    auto hook = std::make_shared<WatchdogHook>();
+    absl::MutexLock lock(&hook->mu);
+    hook->replay = replay;
+    return hook;
+  }
 
   mutable absl::Mutex mu_;
   std::chrono::steady_clock::time_point origin_ ABSL_GUARDED_BY(mu_) =

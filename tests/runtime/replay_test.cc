@@ -10,7 +10,10 @@
 #include <chrono>
 #include <thread>
 #include <cctype>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -239,6 +242,90 @@ TEST(InProcessRuntimeTest, ARankStuckInAStageCallIsReportedAfterTheGrace) {
                                        "index 1 (1F0)"));
   ASSERT_OK_AND_ASSIGN(std::vector<FlightRecord> records, LoadFlightRecords(dir));
   EXPECT_EQ(records.size(), 2u);
+}
+
+// A world that stands for a device backend's watchdog: StartWatchdog keeps
+// the driver's handler, and Fire does what a backend's watchdog thread does
+// on a timeout (the handler, then the abort). Everything else is the
+// in-process world's.
+class WatchdogWorld final : public World {
+ public:
+  explicit WatchdogWorld(int size) : inner_(CreateInProcessWorld(size)) {}
+  std::string name() const override { return inner_->name(); }
+  int size() const override { return inner_->size(); }
+  const std::vector<int>& local_ranks() const override { return inner_->local_ranks(); }
+  absl::Status CreateGroups(absl::Span<const Group> groups, absl::Duration timeout) override {
+    return inner_->CreateGroups(groups, timeout);
+  }
+  Transport& transport(int world_rank) override { return inner_->transport(world_rank); }
+  SendCompletion send_completion() const override { return inner_->send_completion(); }
+  void StartWatchdog(absl::Duration, TimeoutHandler handler) override {
+    handler_ = std::move(handler);
+    started_.Notify();
+  }
+  absl::Status Barrier(int world_rank, absl::Duration timeout) override {
+    return inner_->Barrier(world_rank, timeout);
+  }
+  absl::StatusOr<std::vector<std::string>> Gather(absl::Span<const std::string> local,
+                                                  absl::Duration timeout) override {
+    return inner_->Gather(local, timeout);
+  }
+  std::vector<std::optional<std::string>> CollectAfterFailure(absl::Span<const std::string> local,
+                                                              absl::Duration grace) override {
+    return inner_->CollectAfterFailure(local, grace);
+  }
+  void Abort(int world_rank, const std::string& reason) override {
+    inner_->Abort(world_rank, reason);
+  }
+  bool aborted() override { return inner_->aborted(); }
+  void RetainUntilEnd(std::shared_ptr<const void> object) override {
+    inner_->RetainUntilEnd(std::move(object));
+  }
+  void LeaveBeforeExit() override { inner_->LeaveBeforeExit(); }
+  int64_t PeakInFlightBytes() const override { return inner_->PeakInFlightBytes(); }
+
+  // Waits until the driver started the watchdog, then times rank w out.
+  void Fire(int world_rank, const absl::Status& status) {
+    started_.WaitForNotification();
+    handler_(world_rank, status);
+    inner_->Abort(world_rank, std::string(status.message()));
+  }
+
+ private:
+  std::unique_ptr<InProcessWorld> inner_;
+  TimeoutHandler handler_;
+  absl::Notification started_;
+};
+
+// A device backend's watchdog times out rank 1, stuck behind its device in
+// a forward: the driver takes every rank's flight record with that reason
+// before the backend's abort, and the run fails instead of hanging (the
+// ranks' own waits would only time out after a minute).
+TEST(InProcessRuntimeTest, AWatchdogTimeoutTakesTheFlightRecordsBeforeTheAbort) {
+  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("1f1b", 2, 2, 1));
+  StuckFactory factory(r.factory.get(), /*stage=*/1, StuckFactory::Where::kForward);
+  WatchdogWorld world(2);
+  const std::string dir = MakeTempDir("watchdog");
+  ReplayOptions options;
+  options.timeout = absl::Seconds(60);
+  options.flight_dir = dir;
+  std::thread watchdog([&] {
+    world.Fire(1, absl::DeadlineExceededError("timed out after 100ms waiting for 1F0 (device)"));
+    factory.Release();
+  });
+  absl::StatusOr<ReplayResult> result = RunReplay(r.plan.schedule, r.plan.executable,
+                                                  r.plan.plans, factory, world, options);
+  watchdog.join();
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kAborted) << result.status();
+  ASSERT_OK_AND_ASSIGN(std::vector<FlightRecord> records, LoadFlightRecords(dir));
+  EXPECT_EQ(records.size(), 2u);
+  for (int rank : {0, 1}) {
+    std::ifstream in(dir + "/rank_" + std::to_string(rank) + ".json");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_THAT(text, HasSubstr("rank 1 failed: timed out after 100ms waiting for 1F0 (device)"))
+        << "rank " << rank;
+  }
 }
 
 // Rank 0 never returns from FinishStep at the end of the last step, when
