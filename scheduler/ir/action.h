@@ -198,6 +198,10 @@ static_assert(sizeof(Action) == 24, "programs hold millions of actions; keep Act
 //   cannot parse action "0F1x": unexpected "x" at character 4; expected the end of the action
 absl::StatusOr<Action> ParseAction(absl::string_view text);
 
+// Appends ToString()'s text to *out, without a temporary string (writers of
+// millions of actions: schedule_json.cc, schedule_csv.cc).
+void AppendActionText(const Action& action, std::string* out);
+
 // Calls `fn(const Action&)` on the compute parts of `action`: the action
 // itself when it is F, B, I or W; each sub-action of an OVERLAP_F_B; nothing
 // otherwise.
