@@ -144,12 +144,10 @@ absl::StatusOr<Action> ParseSimple(Cursor& c) {
   return Action::Make(info->kind, *stage, *mb);
 }
 
-// The common case of ParseAction, on its own: a simple action with no
-// whitespace, e.g. "12SEND_F3" or "4REDUCE_GRAD". Returns false for
-// anything else -- an error or a shape it does not take -- which the full
-// parser below then reads (and explains); what it accepts, the full parser
-// accepts with the same result. Files hold millions of actions.
-bool ParseSimpleFast(absl::string_view text, Action* out) {
+// Files hold millions of actions: ParseAction tries this first.
+}  // namespace
+
+bool TryParseSimpleAction(absl::string_view text, Action* out) {
   const char* p = text.data();
   const char* const end = p + text.size();
   // A number without sign or leading zeros that fits in 31 bits.
@@ -168,26 +166,69 @@ bool ParseSimpleFast(absl::string_view text, Action* out) {
   };
   int32_t stage = 0;
   if (!number(&stage) || p == end) return false;
-  const KindInfo* info = nullptr;
-  for (const KindInfo& k : kSimpleKindsLongestFirst) {
-    if (k.name[0] == *p && static_cast<size_t>(end - p) >= k.name.size() &&
-        absl::string_view(p, k.name.size()) == k.name) {
-      info = &k;
+  // The kind, by its first letter, longest name first as in
+  // kSimpleKindsLongestFirst ("WAIT_SEND_F" before "W").
+  auto is = [&](absl::string_view name) {
+    return static_cast<size_t>(end - p) >= name.size() && absl::string_view(p, name.size()) == name;
+  };
+  ActionKind kind;
+  size_t length = 1;
+  switch (*p) {
+    case 'F': kind = ActionKind::kForward; break;
+    case 'B': kind = ActionKind::kBackward; break;
+    case 'I': kind = ActionKind::kBackwardInput; break;
+    case 'W':
+      if (is("WAIT_SEND_F")) {
+        kind = ActionKind::kWaitSendF;
+      } else if (is("WAIT_SEND_B")) {
+        kind = ActionKind::kWaitSendB;
+      } else if (is("WAIT_REDUCE_GRAD")) {
+        kind = ActionKind::kWaitReduceGrad;
+      } else {
+        kind = ActionKind::kBackwardWeight;
+      }
       break;
-    }
+    case 'S':
+      if (!is("SEND_F") && !is("SEND_B")) return false;
+      kind = p[5] == 'F' ? ActionKind::kSendF : ActionKind::kSendB;
+      break;
+    case 'R':
+      if (is("RECV_F")) {
+        kind = ActionKind::kRecvF;
+      } else if (is("RECV_B")) {
+        kind = ActionKind::kRecvB;
+      } else if (is("RESHARD")) {
+        kind = ActionKind::kReshard;
+      } else if (is("REDUCE_GRAD")) {
+        kind = ActionKind::kReduceGrad;
+      } else {
+        return false;
+      }
+      break;
+    case 'U':
+      if (!is("UNSHARD")) return false;
+      kind = ActionKind::kUnshard;
+      break;
+    default:
+      return false;
   }
-  if (info == nullptr) return false;
-  p += info->name.size();
-  if (!HasMicrobatch(info->kind)) {
+  if (kind != ActionKind::kForward && kind != ActionKind::kBackward &&
+      kind != ActionKind::kBackwardInput && kind != ActionKind::kBackwardWeight) {
+    length = KindName(kind).size();
+  }
+  p += length;
+  if (!HasMicrobatch(kind)) {
     if (p != end) return false;
-    *out = Action::StageWide(info->kind, stage);
+    *out = Action::StageWide(kind, stage);
     return true;
   }
   int32_t microbatch = 0;
   if (!number(&microbatch) || p != end) return false;
-  *out = Action::Make(info->kind, stage, microbatch);
+  *out = Action::Make(kind, stage, microbatch);
   return true;
 }
+
+namespace {
 
 // Writes n's decimal digits at `to`; returns the end. REQUIRES: n >= 0.
 char* WriteDecimal(int32_t n, char* to) {
@@ -262,7 +303,7 @@ std::string Action::ToString() const {
 }
 
 absl::StatusOr<Action> ParseAction(absl::string_view text) {
-  if (Action fast; ParseSimpleFast(text, &fast)) return fast;
+  if (Action fast; TryParseSimpleAction(text, &fast)) return fast;
   size_t begin = 0;
   size_t end = text.size();
   while (begin < end && absl::ascii_isspace(static_cast<unsigned char>(text[begin]))) ++begin;

@@ -1,5 +1,7 @@
 #include "scheduler/ir/schedule_json_scan.h"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -119,6 +121,7 @@ class Scanner {
   bool Program(RankProgram* program) {
     if (!Consume('[')) return false;
     if (Next() == ']') return Consume(']');
+    program->reserve(CountItems());
     do {
       const char c = Next();
       if (c == 'n') {
@@ -127,13 +130,37 @@ class Scanner {
         program->push_back(Action::Bubble());
         continue;
       }
+      if (c != '"') return false;
+      ++p_;
+      // Most actions are simple ones, whose characters need no checking
+      // (TryParseSimpleAction takes none that JSON escapes); the others
+      // are checked and read by ParseAction.
+      const char* quote = p_;
+      while (quote < end_ && *quote != '"') ++quote;
+      if (quote == end_) return false;
+      Action& action = program->emplace_back();
+      if (TryParseSimpleAction(absl::string_view(p_, static_cast<size_t>(quote - p_)), &action)) {
+        p_ = quote + 1;
+        continue;
+      }
       absl::string_view text;
-      if (c != '"' || !Consume('"') || !PlainString(&text)) return false;
-      absl::StatusOr<Action> action = ParseAction(text);
-      if (!action.ok()) return false;
-      program->push_back(*std::move(action));
+      if (!PlainString(&text)) return false;
+      absl::StatusOr<Action> parsed = ParseAction(text);
+      if (!parsed.ok()) return false;
+      action = *std::move(parsed);
     } while (Consume(','));
     return Consume(']');
+  }
+
+  // The number of items of the array that starts here, counted as commas
+  // up to the first ']' plus one: exact for the arrays this path takes
+  // (action text holds neither), and only a capacity hint. Growing the
+  // program instead cost more than parsing it: each doubling touches fresh
+  // pages, at 10 us per page fault here (issue 19).
+  size_t CountItems() const {
+    const void* close = std::memchr(p_, ']', static_cast<size_t>(end_ - p_));
+    const char* stop = close == nullptr ? end_ : static_cast<const char*>(close);
+    return static_cast<size_t>(std::count(p_, stop, ',')) + 1;
   }
 
   const char* p_;

@@ -101,9 +101,9 @@ INSTANTIATE_TEST_SUITE_P(
         Deferred{"DeepHeaderValue", "\"stage_to_rank\": [0, 1]",
                  "\"stage_to_rank\": [[[[[[[[[0]]]]]]]]]"},
         Deferred{"RanksNotArrays", "[\"0F0\", \"0F1\", null, \"0B0\", \"0B1\"]", "{}"},
-        Deferred{"NoRanks", ", \"ranks\"", ", \"other\""},
+        Deferred{"NoRanks", "\"ranks\"", "\"other\""},
         Deferred{"ControlCharacterInAction", "\"0F1\"", "\"0F1\t\""}),
-    [](const ::testing::TestParamInfo<Deferred>& info) { return info.param.name; });
+    [](const ::testing::TestParamInfo<Deferred>& param_info) { return param_info.param.name; });
 
 }  // namespace
 }  // namespace jitpipe
