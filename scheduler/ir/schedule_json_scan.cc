@@ -110,6 +110,7 @@ class Scanner {
   bool SkipString() {
     while (p_ < end_) {
       if (*p_ == '\\') {
+        if (end_ - p_ < 2) return false;
         p_ += 2;
         continue;
       }

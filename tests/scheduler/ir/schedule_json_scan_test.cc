@@ -102,7 +102,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "\"stage_to_rank\": [[[[[[[[[0]]]]]]]]]"},
         Deferred{"RanksNotArrays", "[\"0F0\", \"0F1\", null, \"0B0\", \"0B1\"]", "{}"},
         Deferred{"NoRanks", "\"ranks\"", "\"other\""},
-        Deferred{"ControlCharacterInAction", "\"0F1\"", "\"0F1\t\""}),
+        Deferred{"ControlCharacterInAction", "\"0F1\"", "\"0F1\t\""},
+        Deferred{"BackslashAtTheEnd", "\"1B1\"]]}", "\"1B1\"]], \"x\": \"\\"}),
     [](const ::testing::TestParamInfo<Deferred>& param_info) { return param_info.param.name; });
 
 }  // namespace
