@@ -7,12 +7,14 @@
 //   backend name  ->  module file               ->  factory symbol
 //   "mpi"             libjitpipe_world_mpi.so       jitpipe_create_world
 //
-// A module is self-contained: it links its backend's libraries and its own
-// copy of jitpipe's and Abseil's static libraries, with every symbol hidden
-// but the factory (-Wl,--exclude-libs,ALL; comm/CMakeLists.txt). Only the
-// World and Transport interfaces (virtual calls) and plain values (Status,
-// strings, spans, durations) cross the boundary; nothing that crosses it
-// may hold a hashed Abseil container, whose hash seed differs per copy.
+// A module is self-contained: it links its backend's libraries, its own
+// copy of jitpipe's static libraries with every symbol hidden but the
+// factory (-Wl,--exclude-libs,ALL; comm/CMakeLists.txt), and Abseil's shared
+// libraries, while the CLI links Abseil's archives (JitpipeStaticAbsl.cmake):
+// the process holds two copies of each. Only the World and Transport
+// interfaces (virtual calls) and plain values (Status, strings, spans,
+// durations) cross the boundary; nothing that crosses it may hold a hashed
+// Abseil container, whose hash seed differs per copy.
 //
 // Where modules are looked for, in order: the directory of the running
 // executable (the build tree puts modules next to tools/jitpipe), then the
