@@ -90,6 +90,21 @@ Model SkewedModel(int num_stages) {
   return model;
 }
 
+Model DistinctModel(int num_stages) {
+  Model model = ExampleModel();
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  auto output = [](int stage) { return kMiB + (int64_t{stage} * 104729 % 53) * 8191; };
+  for (int stage = 0; stage < num_stages; ++stage) {
+    StageOverride o;
+    o.index = stage;
+    o.spec.stash_bytes = 3 * kMiB + (int64_t{stage} * 7919 % 61) * 4099;
+    o.spec.output_bytes = output(stage);
+    o.spec.input_bytes = stage > 0 ? output(stage - 1) : kMiB;
+    model.stages.push_back(o);
+  }
+  return model;
+}
+
 void Report(benchmark::State& state, const std::string& label, int64_t items, int64_t actions,
             double target_ms) {
   state.SetLabel(label);

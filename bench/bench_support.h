@@ -60,6 +60,14 @@ Model ExampleModel();
 // of different sizes compete for the arena.
 Model SkewedModel(int num_stages);
 
+// ExampleModel with every stage's stash and output sizes its own (stash 3
+// MiB + a stage-dependent multiple of 4099 B, output 1 MiB + a multiple of
+// 8191 B; a stage's input is its predecessor's output), none of them a
+// multiple of the arena's alignment: the arena's hardest case, where the
+// start-order sweep rarely comes within the slack of the peak.
+// bench/cli_chain.sh writes the same model as a file.
+Model DistinctModel(int num_stages);
+
 // Sets the label, items/s, actions/s and the counters above. `target_ms` <= 0
 // means no target. Call after the timing loop.
 void Report(benchmark::State& state, const std::string& label, int64_t items, int64_t actions,

@@ -70,13 +70,34 @@ BENCHMARK_CAPTURE(BM_PlanMemory, eager_arena_large, kLarge, MemoryPolicy::kEager
 // The arena / peak ratio (counters "arena_over_peak", worst rank, and
 // "arena_over_peak_all", summed over ranks) of a schedule lowered with
 // Lower()'s defaults and planned under jit, with the example model (even
-// stages) and the skewed one: of every built-in schedule at pp 8, m 32 (its
-// default stages per rank), and of the large size.
+// stages), the skewed one and the distinct one (every stage its own sizes):
+// of every built-in schedule at pp 8, m 32 (its default stages per rank),
+// and of the large size.
 constexpr int kRatioPp = 8;
 constexpr int kRatioMicrobatches = 32;
 
+enum class ModelKind { kExample, kSkewed, kDistinct };
+
+const char* ModelName(ModelKind kind) {
+  switch (kind) {
+    case ModelKind::kExample: return "example";
+    case ModelKind::kSkewed: return "skewed";
+    case ModelKind::kDistinct: return "distinct";
+  }
+  return "?";
+}
+
+Model ModelOf(ModelKind kind, int num_stages) {
+  switch (kind) {
+    case ModelKind::kExample: return ExampleModel();
+    case ModelKind::kSkewed: return SkewedModel(num_stages);
+    case ModelKind::kDistinct: return DistinctModel(num_stages);
+  }
+  return ExampleModel();
+}
+
 void BM_ArenaRatio(benchmark::State& state, std::string schedule, int pp, int microbatches,
-                   int stages_per_rank, bool skewed) {
+                   int stages_per_rank, ModelKind kind) {
   absl::StatusOr<Schedule> generated = Generate({.schedule = schedule,
                                                  .pp = pp,
                                                  .microbatches = microbatches,
@@ -84,7 +105,7 @@ void BM_ArenaRatio(benchmark::State& state, std::string schedule, int pp, int mi
   if (!CheckOk(state, generated.status())) return;
   absl::StatusOr<Schedule> lowered = Lower(*generated);
   if (!CheckOk(state, lowered.status())) return;
-  const Model model = skewed ? SkewedModel(lowered->num_stages()) : ExampleModel();
+  const Model model = ModelOf(kind, lowered->num_stages());
   std::vector<RankMemoryPlan> plans;
   for (auto _ : state) {
     absl::StatusOr<std::vector<RankMemoryPlan>> planned = PlanMemory(*lowered, model, {});
@@ -93,7 +114,7 @@ void BM_ArenaRatio(benchmark::State& state, std::string schedule, int pp, int mi
   }
   const Size size = {generated->name.c_str(), generated->pp, generated->stages_per_rank,
                      generated->microbatches};
-  Report(state, absl::StrCat(size.Label(), skewed ? ", skewed model" : ", example model"),
+  Report(state, absl::StrCat(size.Label(), ", ", ModelName(kind), " model"),
          size.Items(), static_cast<int64_t>(lowered->TotalActions()));
   if (plans.empty()) return;
   const ArenaRatios ratios = RatiosOf(plans);
@@ -137,18 +158,18 @@ BENCHMARK_CAPTURE(BM_ArenaAlgorithm, by_duration_refined, PlacementOrder::kDecre
 // One benchmark per built-in schedule and model, named after them, then the
 // large size.
 const bool kArenaRatiosRegistered = [] {
-  for (bool skewed : {false, true}) {
-    const char* model = skewed ? "skewed" : "example";
+  for (ModelKind kind : {ModelKind::kExample, ModelKind::kSkewed, ModelKind::kDistinct}) {
+    const char* model = ModelName(kind);
     for (const GeneratorInfo& info : AllGenerators()) {
       benchmark::RegisterBenchmark(absl::StrCat("BM_ArenaRatio/", info.name, "/", model).c_str(),
                                    BM_ArenaRatio, info.name, kRatioPp, kRatioMicrobatches, 0,
-                                   skewed)
+                                   kind)
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
     }
     benchmark::RegisterBenchmark(absl::StrCat("BM_ArenaRatio/large/", model).c_str(),
                                  BM_ArenaRatio, kLarge.schedule, kLarge.pp, kLarge.microbatches,
-                                 kLarge.stages_per_rank, skewed)
+                                 kLarge.stages_per_rank, kind)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }

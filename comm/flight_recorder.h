@@ -118,6 +118,14 @@ class RecordingTransport final : public Transport {
                                               const OpInfo& info) override;
   absl::StatusOr<bool> Test(RequestId request) override;
   absl::Status Wait(RequestId request, absl::Duration timeout) override;
+  const DeviceStreams* device_streams() const override { return inner_->device_streams(); }
+  absl::StatusOr<bool> StreamWait(RequestId request, void* stream) override {
+    return inner_->StreamWait(request, stream);
+  }
+  // Not recorded: a marker is no transfer.
+  absl::StatusOr<RequestId> PostMarker(const OpInfo& info) override {
+    return inner_->PostMarker(info);
+  }
   void GroupStart() override { inner_->GroupStart(); }
   absl::Status GroupEnd() override { return inner_->GroupEnd(); }
   void Abort(const std::string& reason) override { inner_->Abort(reason); }

@@ -12,6 +12,19 @@ int Group::IndexOf(int rank) const {
   return -1;
 }
 
+absl::StatusOr<bool> Transport::StreamWait(RequestId request, void* stream) {
+  (void)request;
+  (void)stream;
+  return absl::UnimplementedError(
+      "this backend's requests complete on the host: there is no stream to wait on");
+}
+
+absl::StatusOr<RequestId> Transport::PostMarker(const OpInfo& info) {
+  (void)info;
+  return absl::UnimplementedError(
+      "this backend computes on the host: there is no stream to mark");
+}
+
 std::string Group::ToString() const { return absl::StrCat("{", absl::StrJoin(ranks, ", "), "}"); }
 
 }  // namespace jitpipe

@@ -33,6 +33,16 @@
 // buffer whose size differs from the matching send. Test() and Wait() of a
 // request that is unknown, or was already reported complete, are NotFound.
 //
+// Device backends (comm/cuda, comm/nccl) move device memory on streams:
+// their requests are CUDA events. Every operation is ordered after the work
+// enqueued so far on the rank's compute stream (device_streams()), whose
+// stage calls wrote (or whose allocator allocated) its buffers, and
+// StreamWait() turns a request into a stream dependency, so that a driver
+// never blocks the host on one in the steady state (stages/exec/
+// rank_executor.h). A send's buffer may be released in stream order right
+// after it is posted (cudaFreeAsync after StreamWait on a stream of the
+// caller's), never reused on the host before Test or Wait reported it.
+//
 // Thread safety: a Transport may be used from several threads of its rank at
 // once (the compute thread and the reduction thread).
 #ifndef JITPIPE_COMM_TRANSPORT_H_
@@ -67,6 +77,13 @@ enum class ReduceOp { kSum, kAverage };
 // member (e.g. one pipeline stage's data-parallel replicas).
 // Two groups with the same ranks in another order are different groups:
 // a member's index (its reduce-scatter shard) is its position.
+// A device backend's rank: its device ordinal and the stream its Stage calls
+// enqueue on (a cudaStream_t, opaque so that nothing here depends on CUDA).
+struct DeviceStreams {
+  int device = -1;
+  void* compute = nullptr;
+};
+
 struct Group {
   std::vector<int> ranks;
   int IndexOf(int rank) const;  // -1 when not a member
@@ -114,6 +131,27 @@ class Transport {
 
   // Blocks until the request completes or `timeout` passes.
   virtual absl::Status Wait(RequestId request, absl::Duration timeout) = 0;
+
+  // Device backends: the rank's device and compute stream, owned by the
+  // transport; null on host backends, whose requests complete on the host.
+  virtual const DeviceStreams* device_streams() const { return nullptr; }
+
+  // Device backends: makes `stream` wait on the device for the request's
+  // completion (cudaStreamWaitEvent on its completion event) without
+  // blocking the host, and returns true; or returns false, enqueuing
+  // nothing, while the operation is not issued to the device yet (one-GPU
+  // mode: a transfer is issued once both sides have posted). The request
+  // stays pending: Test and Wait still report its completion. Errors:
+  // NotFound for an unknown request; Aborted once the world is; a CUDA
+  // error; Unimplemented on host backends (the default).
+  virtual absl::StatusOr<bool> StreamWait(RequestId request, void* stream);
+
+  // Device backends: a request that completes once the work enqueued so far
+  // on the rank's compute stream has (an event recorded there): how a
+  // driver learns, at the step end, when the device finished computing.
+  // Errors: Aborted once the world is; a CUDA error; Unimplemented on host
+  // backends (the default), where compute ends when its call returns.
+  virtual absl::StatusOr<RequestId> PostMarker(const OpInfo& info);
 
   virtual void GroupStart() {}
   virtual absl::Status GroupEnd() { return absl::OkStatus(); }

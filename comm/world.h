@@ -30,6 +30,7 @@
 #define JITPIPE_COMM_WORLD_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,14 @@ enum class SendCompletion {
   kEager,       // when posted: the bytes are copied out (in-process)
   kRendezvous,  // possibly only once its receive is posted (MPI, large messages)
 };
+
+// How a backend matches the point-to-point transfers between two ranks,
+// which decides which programs it can run (runtime/replay_plan.h,
+// CheckProgramOrder): by tag, in any order (in-process, MPI, one-GPU
+// CUDA: relaxed semantics); in posting order per directed pair of ranks,
+// one FIFO each (nccl-lazy: relaxed semantics plus the per-pair order);
+// in posting order through one FIFO per rank (nccl: strict semantics).
+enum class P2pOrdering { kByTag, kFifoPerEdge, kFifoPerRank };
 
 class World {
  public:
@@ -88,6 +97,22 @@ class World {
   // REQUIRES: is_local(w).
   virtual Transport& transport(int world_rank) = 0;
   virtual SendCompletion send_completion() const = 0;
+  virtual P2pOrdering p2p_ordering() const { return P2pOrdering::kByTag; }
+
+  // Backends with a watchdog (comm/cuda, comm/nccl, comm/watchdog.h): starts
+  // it for this process's ranks. An operation of local rank w pending
+  // longer than `timeout` makes the watchdog call handler(w, status) once,
+  // on its own thread, with DeadlineExceeded naming the operation, and then
+  // abort the job as Abort(w, status.message()) does (ncclCommAbort), so
+  // that a rank whose thread is stuck behind the device still ends; the
+  // handler takes the flight records before that. Host backends have no
+  // watchdog (their drivers' waits carry the timeout): nothing happens.
+  // Call it at most once, before the first step.
+  using TimeoutHandler = std::function<void(int world_rank, const absl::Status& status)>;
+  virtual void StartWatchdog(absl::Duration timeout, TimeoutHandler handler) {
+    (void)timeout;
+    (void)handler;
+  }
 
   // Local rank w's part of a barrier of every world rank: OK once all have
   // arrived; DeadlineExceeded ("timed out after 2s waiting at the step

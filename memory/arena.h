@@ -17,13 +17,14 @@
 //   offset 0  [a a a]  [c c]     a: 3 units live 0..2
 //          1  [b b]   [d d d]    b, c, d reuse the bytes a or b freed
 //
-// Cost, for n intervals over T time points: by size and by duration,
-// O(n log T) operations on an OccupancyTree per pass, each proportional to the number
-// of separate occupied byte ranges in the part of the slab it looks at; by
-// start, a sweep over time with a free list, O(n) operations each
-// proportional to the number of free gaps at that time. Both counts stay
-// small for the tight packings of pipeline buffers: there is no pairwise
-// scan over all intervals.
+// Cost, for n intervals over T time points: by size and by duration, one
+// query and one update of an OccupancyTree per interval and pass, each over
+// O(log T) nodes (T counted in kept time points: where an interval starts
+// and one ends before the next start) and proportional to the merged byte
+// ranges in those nodes and the gaps that still fit; by start, a sweep over
+// time with a free list, O(n) operations each proportional to the number of
+// free gaps at that time. Both counts stay small for the tight packings of
+// pipeline buffers: there is no pairwise scan over all intervals.
 #ifndef JITPIPE_MEMORY_ARENA_H_
 #define JITPIPE_MEMORY_ARENA_H_
 

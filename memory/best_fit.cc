@@ -1,5 +1,6 @@
 // The placement algorithms behind MakeGreedyBestFit (arena.h).
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <string>
@@ -24,6 +25,49 @@ int64_t PeakLive(absl::Span<const LiveInterval> intervals, int num_times) {
   return peak;
 }
 
+// The time points an OccupancyTree needs for the non-empty intervals: the
+// bytes occupied anywhere in a window are those occupied at some kept point
+// in it. A point is kept when an interval starts there and one ends before
+// the next start. At any time t the live intervals are live at the last
+// start p <= t too (none started in between), so the starts suffice; and a
+// start p with no end before the next start q holds a subset of what q
+// holds, while every window through p, ending at an interval's end, reaches
+// q. So two intervals overlap in time exactly when their kept points do.
+struct KeptTimes {
+  int num_points = 0;
+  std::vector<int32_t> start;  // per interval id: its first kept point
+  std::vector<int32_t> end;    // its last kept point
+};
+
+KeptTimes KeepTimes(absl::Span<const LiveInterval> intervals, int num_times) {
+  std::vector<char> starts(num_times, 0), ends(num_times, 0);
+  for (const LiveInterval& in : intervals) {
+    if (in.bytes == 0) continue;
+    starts[in.start] = 1;
+    ends[in.end] = 1;
+  }
+  std::vector<char> kept(num_times, 0);
+  int last_start = -1;
+  for (int t = 0; t < num_times; ++t) {
+    if (starts[t]) last_start = t;
+    if (ends[t] && last_start >= 0) kept[last_start] = 1;
+  }
+  // point_before[t]: kept points <= t, minus one; so a start maps to
+  // point_before[t - 1] + 1 and an end to point_before[t].
+  std::vector<int32_t> point_before(num_times + 1, -1);
+  for (int t = 0; t < num_times; ++t) point_before[t + 1] = point_before[t] + kept[t];
+  KeptTimes out;
+  out.num_points = std::max(point_before[num_times] + 1, 1);
+  out.start.assign(intervals.size(), 0);
+  out.end.assign(intervals.size(), 0);
+  for (size_t id = 0; id < intervals.size(); ++id) {
+    if (intervals[id].bytes == 0) continue;
+    out.start[id] = point_before[intervals[id].start] + 1;
+    out.end[id] = point_before[intervals[id].end + 1];
+  }
+  return out;
+}
+
 // Best fit over an OccupancyTree in a sort order, refined by squeaky-wheel
 // rounds: the intervals a layout had to put above the peak line go first
 // in the next round.
@@ -39,8 +83,10 @@ class OrderedBestFit : public ArenaAlgorithm {
   ArenaLayout Place(absl::Span<const LiveInterval> intervals, int num_times,
                     int64_t alignment) const override {
     std::vector<int> ids = SortedIds(intervals);
+    const KeptTimes times = KeepTimes(intervals, num_times);
+    OccupancyTree tree(times.num_points, alignment);
     ArenaLayout best;
-    PlaceInOrder(intervals, num_times, alignment, ids, kNoLimit, best);
+    PlaceInOrder(intervals, times, ids, kNoLimit, tree, best);
     const int64_t peak = refine_rounds_ > 0 ? PeakLive(intervals, num_times) : 0;
     ArenaLayout last = best;
     for (int round = 0; round < refine_rounds_ && best.arena_bytes > peak; ++round) {
@@ -49,7 +95,7 @@ class OrderedBestFit : public ArenaAlgorithm {
       });
       // A round that does not beat the best ends the refinement, so it may
       // stop placing as soon as its arena reaches the best's.
-      if (!PlaceInOrder(intervals, num_times, alignment, ids, best.arena_bytes, last)) break;
+      if (!PlaceInOrder(intervals, times, ids, best.arena_bytes, tree, last)) break;
       best = last;
     }
     return best;
@@ -58,47 +104,57 @@ class OrderedBestFit : public ArenaAlgorithm {
  private:
   static constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
 
-  // Places the intervals in the order `ids` into `layout`. Returns false, with
-  // `layout` incomplete, as soon as its arena reaches `limit` bytes.
-  bool PlaceInOrder(absl::Span<const LiveInterval> intervals, int num_times, int64_t alignment,
-                    const std::vector<int>& ids, int64_t limit, ArenaLayout& layout) const {
+  // Places the intervals in the order `ids` into `layout`, with `tree`
+  // emptied first. Returns false, with `layout` incomplete, as soon as its
+  // arena reaches `limit` bytes.
+  bool PlaceInOrder(absl::Span<const LiveInterval> intervals, const KeptTimes& times,
+                    const std::vector<int>& ids, int64_t limit, OccupancyTree& tree,
+                    ArenaLayout& layout) const {
     layout.algorithm = std::string(name());
     layout.offsets.assign(intervals.size(), 0);
     layout.arena_bytes = 0;
-    if (num_times <= 0) return true;
-    OccupancyTree tree(num_times);
+    tree.Clear();
     for (int id : ids) {
-      const LiveInterval& in = intervals[id];
-      const int64_t offset = tree.BestFit(in.start, in.end, in.bytes, alignment);
-      tree.Occupy(in.start, in.end, offset, in.bytes);
+      const int64_t bytes = intervals[id].bytes;
+      const int64_t offset = tree.BestFit(times.start[id], times.end[id], bytes);
+      tree.Occupy(times.start[id], times.end[id], offset, bytes);
       layout.offsets[id] = offset;
-      layout.arena_bytes = std::max(layout.arena_bytes, offset + in.bytes);
+      layout.arena_bytes = std::max(layout.arena_bytes, offset + bytes);
       if (layout.arena_bytes >= limit) return false;
     }
     return true;
   }
 
-  // The ids of the non-empty intervals in the sort order.
+  // The ids of the non-empty intervals in the sort order (keys gathered
+  // first: sorting ids through the intervals costs a cache miss a compare).
   std::vector<int> SortedIds(absl::Span<const LiveInterval> intervals) const {
-    std::vector<int> ids;
-    ids.reserve(intervals.size());
+    struct Key {
+      int64_t first;   // -bytes, or -duration
+      int64_t second;  // 0, or -bytes
+      int id;
+    };
+    std::vector<Key> keys;
+    keys.reserve(intervals.size());
     for (int id = 0; id < static_cast<int>(intervals.size()); ++id) {
-      if (intervals[id].bytes > 0) ids.push_back(id);
+      const LiveInterval& in = intervals[id];
+      if (in.bytes == 0) continue;
+      if (order_ == PlacementOrder::kDecreasingSize) {
+        keys.push_back({-in.bytes, 0, id});
+      } else {
+        keys.push_back({-static_cast<int64_t>(in.end - in.start), -in.bytes, id});
+      }
     }
-    auto duration = [&](int id) { return intervals[id].end - intervals[id].start; };
-    auto bytes = [&](int id) { return intervals[id].bytes; };
-    if (order_ == PlacementOrder::kDecreasingSize) {
-      std::sort(ids.begin(), ids.end(), [&](int a, int b) {
-        return bytes(a) != bytes(b) ? bytes(a) > bytes(b) : a < b;
-      });
-    } else {
-      std::sort(ids.begin(), ids.end(), [&](int a, int b) {
-        if (duration(a) != duration(b)) return duration(a) > duration(b);
-        return bytes(a) != bytes(b) ? bytes(a) > bytes(b) : a < b;
-      });
-    }
+    std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+      if (a.first != b.first) return a.first < b.first;
+      if (a.second != b.second) return a.second < b.second;
+      return a.id < b.id;
+    });
+    std::vector<int> ids;
+    ids.reserve(keys.size());
+    for (const Key& key : keys) ids.push_back(key.id);
     return ids;
   }
+
 
   PlacementOrder order_;
   int refine_rounds_;

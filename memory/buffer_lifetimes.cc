@@ -182,6 +182,13 @@ void LifetimeBuilder::AddStageBuffers(int stage) {
 }
 
 RankBuffers LifetimeBuilder::Build(int rank) {
+  // At most five buffers per (stage, microbatch), two per stage and one per
+  // UNSHARD.
+  size_t most = 0;
+  for (int stage : slots_.stages()) {
+    most += 5 * static_cast<size_t>(slots_.microbatches()) + 2 + slots_.ForStage(stage).shards.size();
+  }
+  buffers_.reserve(most);
   // Stages ascending, then microbatches ascending: the creation order that
   // ties between equal alloc indices keep.
   for (int stage : slots_.stages()) {

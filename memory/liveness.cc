@@ -46,6 +46,16 @@ std::vector<int64_t> LiveBytes(const RankBuffers& buffers) {
   return Sweep(buffers, AllocOf, FreeOf, Always);
 }
 
+std::vector<int64_t> EagerLiveBytes(const RankBuffers& buffers) {
+  const int last = buffers.num_actions - 1;
+  return Sweep(
+      buffers, [](const Buffer& b) { return b.received ? 0 : b.alloc_index; },
+      [last](const Buffer& b) {
+        return b.received || b.free_timing != FreeTiming::kAfterAction ? last : b.free_index;
+      },
+      Always);
+}
+
 std::vector<int64_t> NeededBytes(const RankBuffers& buffers) {
   return Sweep(
       buffers, [](const Buffer& b) { return b.needed_from; },

@@ -29,6 +29,13 @@ std::vector<MemoryEvent> MemoryEvents(const RankBuffers& buffers);
 // [alloc_index, free_index] intervals.
 std::vector<int64_t> LiveBytes(const RankBuffers& buffers);
 
+// LiveBytes as the eager policy would hold these buffers: a received one
+// from step start, a sent one (freed after its send) to step end, the rest
+// as they are. The same series whatever policy and prefetch `buffers` were
+// computed under, so a jit plan gives its eager peak without a second pass
+// over the program.
+std::vector<int64_t> EagerLiveBytes(const RankBuffers& buffers);
+
 // The lower-bound series: bytes that must be live during each action under
 // any placement of the receives and sends, from [needed_from, needed_until].
 std::vector<int64_t> NeededBytes(const RankBuffers& buffers);

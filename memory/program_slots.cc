@@ -158,43 +158,43 @@ absl::Status ProgramSlots::RecordStageWide(const Action& action, int index) {
 // Checks the orderings the lifetimes rely on for one (stage, microbatch).
 absl::Status ProgramSlots::CheckOrder(int stage, int mb) const {
   const MicrobatchSlots& sl = At(stage, mb);
-  const std::string id = absl::StrCat("stage ", stage, " microbatch ", mb);
+  auto id = [&] { return absl::StrCat("stage ", stage, " microbatch ", mb); };
   if (sl.wait_send_f != kNoSlot && (sl.send_f == kNoSlot || sl.send_f > sl.wait_send_f)) {
-    return Error(sl.wait_send_f, absl::StrCat("no SEND_F of ", id, " before it"));
+    return Error(sl.wait_send_f, absl::StrCat("no SEND_F of ", id(), " before it"));
   }
   if (sl.wait_send_b != kNoSlot && (sl.send_b == kNoSlot || sl.send_b > sl.wait_send_b)) {
-    return Error(sl.wait_send_b, absl::StrCat("no SEND_B of ", id, " before it"));
+    return Error(sl.wait_send_b, absl::StrCat("no SEND_B of ", id(), " before it"));
   }
   for (int later : {sl.i, sl.w, sl.b, sl.send_f, sl.send_b}) {
     if (later != kNoSlot && (sl.f == kNoSlot || later < sl.f)) {
-      return Error(later, absl::StrCat("no F of ", id, " before it"));
+      return Error(later, absl::StrCat("no F of ", id(), " before it"));
     }
   }
   if (sl.f == kNoSlot) {
-    if (sl.recv_f != kNoSlot) return Error(sl.recv_f, absl::StrCat("no F of ", id, " after it"));
+    if (sl.recv_f != kNoSlot) return Error(sl.recv_f, absl::StrCat("no F of ", id(), " after it"));
     return absl::OkStatus();
   }
   if (PrevRemote(stage) && (sl.recv_f == kNoSlot || sl.recv_f > sl.f)) {
-    return Error(sl.f, absl::StrCat("no RECV_F of ", id, " before it"));
+    return Error(sl.f, absl::StrCat("no RECV_F of ", id(), " before it"));
   }
   if (NextRemote(stage) && sl.send_f == kNoSlot) {
-    return Error(sl.f, absl::StrCat("the output of ", id, " is never sent (no SEND_F)"));
+    return Error(sl.f, absl::StrCat("the output of ", id(), " is never sent (no SEND_F)"));
   }
   const int bw = sl.Backward();
   if (sl.send_b != kNoSlot && (bw == kNoSlot || sl.send_b < bw)) {
-    return Error(sl.send_b, absl::StrCat("no I or B of ", id, " before it"));
+    return Error(sl.send_b, absl::StrCat("no I or B of ", id(), " before it"));
   }
   if (bw == kNoSlot) {
     if (sl.recv_b != kNoSlot) {
-      return Error(sl.recv_b, absl::StrCat("no I or B of ", id, " after it"));
+      return Error(sl.recv_b, absl::StrCat("no I or B of ", id(), " after it"));
     }
     return absl::OkStatus();
   }
   if (NextRemote(stage) && (sl.recv_b == kNoSlot || sl.recv_b > bw)) {
-    return Error(bw, absl::StrCat("no RECV_B of ", id, " before it"));
+    return Error(bw, absl::StrCat("no RECV_B of ", id(), " before it"));
   }
   if (PrevRemote(stage) && sl.send_b == kNoSlot) {
-    return Error(bw, absl::StrCat("the input gradient of ", id, " is never sent (no SEND_B)"));
+    return Error(bw, absl::StrCat("the input gradient of ", id(), " is never sent (no SEND_B)"));
   }
   return absl::OkStatus();
 }

@@ -69,7 +69,8 @@ std::string EncodeRankOutcome(const RankOutcome& outcome) {
   }
   return Json{{"steps", std::move(steps)},
               {"peak_bytes", outcome.peak_bytes},
-              {"heap_allocations", outcome.heap_allocations}}
+              {"heap_allocations", outcome.heap_allocations},
+              {"allocator_peak_bytes", outcome.allocator_peak_bytes}}
       .dump();
 }
 
@@ -78,6 +79,7 @@ absl::StatusOr<RankOutcome> DecodeRankOutcome(absl::string_view text) {
     RankOutcome outcome;
     outcome.peak_bytes = j.at("peak_bytes").get<int64_t>();
     outcome.heap_allocations = j.at("heap_allocations").get<int64_t>();
+    outcome.allocator_peak_bytes = j.value("allocator_peak_bytes", int64_t{-1});
     for (const Json& s : j.at("steps")) {
       StepResult r;
       r.loss = s.at("loss").get<double>();

@@ -26,6 +26,9 @@ struct RankOutcome {
   std::vector<StepResult> steps;  // with their timelines, when recorded
   int64_t peak_bytes = 0;         // the buffer provider's live-byte peak, all steps
   int64_t heap_allocations = 0;   // the buffer provider's, over all steps
+  // The provider's allocator's own high-water mark in the last step (a
+  // device memory pool's); -1 when it has none.
+  int64_t allocator_peak_bytes = -1;
 };
 
 struct RankFailure {

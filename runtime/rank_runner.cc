@@ -4,17 +4,31 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "stages/device/device_buffers.h"
 
 namespace jitpipe {
 namespace {
 
-std::shared_ptr<BufferProvider> MakeBuffers(const RankExecutable& exe, const RankMemoryPlan& plan,
-                                            BufferMode mode) {
-  if (mode == BufferMode::kArena) {
-    return std::make_shared<ArenaBuffers>(exe.buffer_bytes, plan.arena.offsets,
-                                          plan.arena.arena_bytes, plan.options.alignment);
+// The rank's provider: the CPU's over a host transport, the device's over
+// a device backend (stages/device/device_buffers.h).
+absl::StatusOr<std::shared_ptr<BufferProvider>> MakeBuffers(const RankExecutable& exe,
+                                                            const RankMemoryPlan& plan,
+                                                            BufferMode mode,
+                                                            Transport& transport) {
+  if (transport.device_streams() != nullptr) {
+    absl::StatusOr<std::unique_ptr<BufferProvider>> device =
+        mode == BufferMode::kArena
+            ? MakeDeviceArenaBuffers(exe.buffer_bytes, plan.arena.offsets, plan.arena.arena_bytes,
+                                     &transport)
+            : MakeDeviceJitBuffers(exe.buffer_bytes, &transport);
+    if (!device.ok()) return device.status();
+    return std::shared_ptr<BufferProvider>(*std::move(device));
   }
-  return std::make_shared<TrackedBuffers>(exe.buffer_bytes);
+  if (mode == BufferMode::kArena) {
+    return std::shared_ptr<BufferProvider>(std::make_shared<ArenaBuffers>(
+        exe.buffer_bytes, plan.arena.offsets, plan.arena.arena_bytes, plan.options.alignment));
+  }
+  return std::shared_ptr<BufferProvider>(std::make_shared<TrackedBuffers>(exe.buffer_bytes));
 }
 
 }  // namespace
@@ -51,9 +65,10 @@ absl::StatusOr<std::unique_ptr<RankRunner>> RankRunner::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, ": arena buffers need a plan with an arena"));
   }
-  std::unique_ptr<RankRunner> runner(new RankRunner(
-      schedule, executable, world_rank, pp, transport,
-      MakeBuffers(executable.ranks[rank], plans[rank], options.buffers), options));
+  ASSIGN_OR_RETURN(std::shared_ptr<BufferProvider> provider,
+                   MakeBuffers(executable.ranks[rank], plans[rank], options.buffers, transport));
+  std::unique_ptr<RankRunner> runner(new RankRunner(schedule, executable, world_rank, pp,
+                                                    transport, std::move(provider), options));
   runner->stages_.assign(schedule.num_stages(), nullptr);
   for (int s = 0; s < schedule.num_stages(); ++s) {
     if (schedule.RankOf(s) != rank) continue;
@@ -80,6 +95,10 @@ RankRunner::RankRunner(const Schedule& schedule, const Executable& executable, i
 RankRunner::~RankRunner() = default;
 
 absl::Status RankRunner::Start(std::chrono::steady_clock::time_point origin) {
+  // A device rank's thread launches on its device.
+  if (const DeviceStreams* device = recorded_.device_streams(); device != nullptr) {
+    RETURN_IF_ERROR(BindThreadToDevice(device->device));
+  }
   const RankExecutorOptions eo{replica_,         options_.dp, options_.reduce,
                                options_.timeout, origin,      options_.record_timeline};
   ASSIGN_OR_RETURN(executor_, RankExecutor::Create(schedule_, executable_, rank_, &recorded_,

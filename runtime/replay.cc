@@ -22,6 +22,7 @@
 #include "comm/inproc/inproc_world.h"
 #include "runtime/rank_report.h"
 #include "runtime/rank_runner.h"
+#include "runtime/replay_plan.h"
 #include "scheduler/passes/validate.h"
 #include "stages/exec/timeline_transfers.h"
 
@@ -170,6 +171,7 @@ class Replay {
     if (me.runner != nullptr) {
       me.outcome.peak_bytes = me.runner->buffers()->peak_bytes();
       me.outcome.heap_allocations = me.runner->buffers()->heap_allocations();
+      me.outcome.allocator_peak_bytes = me.runner->buffers()->allocator_peak_bytes();
     }
     absl::MutexLock lock(&mu_);
     ended_[i] = true;
@@ -350,7 +352,8 @@ class Replay {
             plans_[rank].peak.bytes,
             plans_[rank].arena.arena_bytes,
             out.heap_allocations,
-            Median(exposed)};
+            Median(exposed),
+            out.allocator_peak_bytes};
   }
 
   // Appends a rank's spans and samples; the first rank appended also brings
@@ -466,6 +469,13 @@ absl::Status CheckInputs(const Schedule& schedule, const Executable& executable,
     if (options.buffers == BufferMode::kArena && plans[r].arena.offsets.size() != buffers) {
       return absl::InvalidArgumentError(
           absl::StrCat("rank ", r, ": arena buffers need a plan with an arena"));
+    }
+  }
+  // A backend that matches transfers in order (NCCL) runs only programs
+  // proven for its FIFOs.
+  if (world.p2p_ordering() != P2pOrdering::kByTag) {
+    if (absl::Status order = CheckProgramOrder(schedule, world.p2p_ordering()); !order.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("over ", world.name(), ": ", order.message()));
     }
   }
   // With arena buffers a rank completes its sends before their bytes are

@@ -89,6 +89,10 @@ struct RankReplay {
   int64_t arena_bytes = 0;          // the plan's arena
   int64_t buffer_heap_allocations = 0;  // by the provider, all steps
   double exposed_reduce_us = 0;     // the median over steps
+  // The device allocator's own high-water mark of bytes in use in the last
+  // step (the rank's memory pool: cudaMemPoolAttrUsedMemHigh; the slab's
+  // size with arena buffers); -1 on the CPU backends.
+  int64_t allocator_peak_bytes = -1;
 };
 
 struct ReplayResult {

@@ -1,10 +1,13 @@
 #include "runtime/replay_plan.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "scheduler/analysis/comm_matching.h"
 #include "scheduler/passes/lower.h"
+#include "scheduler/passes/pair_order.h"
 #include "scheduler/passes/validate.h"
 
 namespace jitpipe {
@@ -15,6 +18,63 @@ absl::StatusOr<Schedule> LowerForReplay(const Schedule& schedule, RecvPlacement 
   options.recv = recv;
   options.reduce_grad = true;
   return Lower(schedule, options);
+}
+
+absl::StatusOr<Schedule> LowerForOrdering(const Schedule& schedule, P2pOrdering ordering) {
+  if (schedule.lowered) return schedule;
+  switch (ordering) {
+    case P2pOrdering::kByTag:
+      return LowerForReplay(schedule, RecvPlacement::kJit);
+    case P2pOrdering::kFifoPerEdge: {
+      ASSIGN_OR_RETURN(Schedule jit, LowerForReplay(schedule, RecvPlacement::kJit));
+      ASSIGN_OR_RETURN(CommPositions positions, MatchSendRecv(jit));
+      if (CheckPairOrder(jit, positions).ok()) return jit;
+      return LowerForReplay(schedule, RecvPlacement::kJitRendezvous);
+    }
+    case P2pOrdering::kFifoPerRank:
+      return LowerForReplay(schedule, RecvPlacement::kJitRendezvous);
+  }
+  return absl::InternalError("an unknown ordering");
+}
+
+absl::Status CheckProgramOrder(const Schedule& lowered, P2pOrdering ordering) {
+  switch (ordering) {
+    case P2pOrdering::kByTag:
+      return Validate(lowered, ValidateOptions{CommSemantics::kRelaxed, 0});
+    case P2pOrdering::kFifoPerEdge: {
+      RETURN_IF_ERROR(Validate(lowered, ValidateOptions{CommSemantics::kRelaxed, 0}));
+      ASSIGN_OR_RETURN(CommPositions positions, MatchSendRecv(lowered));
+      if (absl::Status order = CheckPairOrder(lowered, positions); !order.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "a FIFO per directed pair of ranks (nccl-lazy) needs every pair's receives in the "
+            "order of its sends (lower it with --recv jit-rendezvous): ",
+            order.message()));
+      }
+      return absl::OkStatus();
+    }
+    case P2pOrdering::kFifoPerRank:
+      if (absl::Status strict = Validate(lowered, ValidateOptions{CommSemantics::kStrict, 0});
+          !strict.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "one FIFO per rank (nccl) needs a program that is deadlock-free under strict "
+            "semantics (lower it with --recv jit-rendezvous): ",
+            strict.message()));
+      }
+      return absl::OkStatus();
+  }
+  return absl::InternalError("an unknown ordering");
+}
+
+std::vector<Edge> P2pEdges(const Executable& executable, int pp, int dp) {
+  std::vector<Edge> edges;
+  for (const Transfer& t : executable.transfers) {
+    for (int replica = 0; replica < dp; ++replica) {
+      edges.push_back({replica * pp + t.src_rank, replica * pp + t.dst_rank});
+    }
+  }
+  std::sort(edges.begin(), edges.end());
+  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+  return edges;
 }
 
 absl::StatusOr<Model> ModelWithStageSizes(Model model, int num_stages, StageFactory& factory) {

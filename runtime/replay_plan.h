@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "comm/nccl/communicator_plan.h"
+#include "comm/world.h"
 #include "memory/buffer_lifetimes.h"
 #include "memory/memory_plan.h"
 #include "scheduler/ir/model.h"
@@ -30,6 +32,35 @@ namespace jitpipe {
 // MPI, lower.h). Errors: those of Lower().
 absl::StatusOr<Schedule> LowerForReplay(const Schedule& schedule,
                                         RecvPlacement recv = RecvPlacement::kJit);
+
+// A lowered schedule safe over a backend that matches transfers by
+// `ordering` (comm/world.h, P2pOrdering), placing receives as the validator
+// needs for it:
+//   kByTag         (in-process, MPI, one-GPU CUDA) --recv jit: relaxed
+//                  semantics
+//   kFifoPerEdge   (nccl-lazy: a communicator per directed pair) --recv jit
+//                  when every pair's receives keep their sends' order
+//                  (CheckPairOrder), else --recv jit-rendezvous
+//   kFifoPerRank   (nccl: one communicator, one stream, every transfer of a
+//                  rank in one FIFO) --recv jit-rendezvous: strict
+//                  semantics (validate --strict)
+// A schedule that is lowered already is returned as it is (check it with
+// CheckProgramOrder). Errors: those of Lower().
+absl::StatusOr<Schedule> LowerForOrdering(const Schedule& schedule, P2pOrdering ordering);
+
+// OK when a lowered program cannot deadlock or mismatch over a backend
+// that matches by `ordering`: relaxed validation for kByTag, plus the
+// per-pair order for kFifoPerEdge, strict validation for kFifoPerRank.
+// Errors: InvalidArgument "<what the backend needs>: <the validator's
+// message>", e.g. "one FIFO per rank (nccl) needs a program that is
+// deadlock-free under strict semantics (lower it with --recv
+// jit-rendezvous): deadlock under strict rendezvous semantics: ...".
+absl::Status CheckProgramOrder(const Schedule& lowered, P2pOrdering ordering);
+
+// The directed pairs of world ranks that exchange data when `executable`
+// runs over pp x dp ranks (world rank = replica * pp + rank): every
+// transfer's, in every replica. Sorted, distinct.
+std::vector<Edge> P2pEdges(const Executable& executable, int pp, int dp);
 
 // `model` with every stage's byte sizes replaced by what its Stage reports
 // (a Stage of replica 0 is made for each stage and asked): input, output

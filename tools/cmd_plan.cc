@@ -83,23 +83,31 @@ absl::StatusOr<PlanOptions> OptionsFromFlags() {
 
 // Plans one rank under `options` (with its arena) and the other policy's
 // peak, filling the row. `plan` receives the full plan for --map / --trace.
+// Under jit the eager peak comes from the same buffers (EagerLiveBytes);
+// under eager the jit lifetimes need a second pass over the program.
 absl::Status PlanRank(const Schedule& schedule, const Model& model, int rank,
                       const PlanOptions& options, RankRow& row, RankMemoryPlan& plan) {
   absl::StatusOr<RankMemoryPlan> main = PlanRankMemory(schedule, model, rank, options);
   if (!main.ok()) return main.status();
   plan = *std::move(main);
-  PlanOptions other;
-  other.arena = false;
-  other.policy = options.policy == MemoryPolicy::kJit ? MemoryPolicy::kEager : MemoryPolicy::kJit;
-  absl::StatusOr<RankMemoryPlan> second = PlanRankMemory(schedule, model, rank, other);
-  if (!second.ok()) return second.status();
   const bool jit = options.policy == MemoryPolicy::kJit;
+  int64_t other_peak = 0;
+  if (jit) {
+    other_peak = PeakOf(EagerLiveBytes(plan.buffers)).bytes;
+  } else {
+    PlanOptions other;
+    other.arena = false;
+    other.policy = MemoryPolicy::kJit;
+    absl::StatusOr<RankMemoryPlan> second = PlanRankMemory(schedule, model, rank, other);
+    if (!second.ok()) return second.status();
+    other_peak = second->peak.bytes;
+  }
   row = RankRow{.rank = rank,
                 .peak = plan.peak.bytes,
                 .peak_index = plan.peak.index,
                 .peak_action = plan.peak_action,
-                .jit_peak = jit ? plan.peak.bytes : second->peak.bytes,
-                .eager_peak = jit ? second->peak.bytes : plan.peak.bytes,
+                .jit_peak = jit ? plan.peak.bytes : other_peak,
+                .eager_peak = jit ? other_peak : plan.peak.bytes,
                 .lower_bound = plan.lower_bound.bytes,
                 .arena = plan.arena.arena_bytes,
                 .arena_algorithm = plan.arena.algorithm,

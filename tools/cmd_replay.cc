@@ -37,6 +37,7 @@
 #include "stages/reference/mlp_stage.h"
 #include "runtime/replay_plan.h"
 #include "tools/commands.h"
+#include "tools/gpu_replay.h"
 #include "tools/common_flags.h"
 #include "traces/chrome_trace_writer.h"
 #include "traces/timeline_trace.h"
@@ -46,7 +47,9 @@
 ABSL_DECLARE_FLAG(std::string, policy);  // cmd_plan.cc: jit | eager
 
 ABSL_FLAG(std::string, backend, "inproc",
-          "where ranks run: inproc (threads of this process); mpi and nccl when built in");
+          "where ranks run: inproc (threads of this process); mpi (processes); cuda (every rank "
+          "a set of streams on one GPU), nccl or nccl-lazy (a process and a GPU per rank) when "
+          "built in");
 ABSL_FLAG(std::string, stage, "",
           "the stages: mlp (an exact MLP, checked against a reference trainer) or cost (spends "
           "the model's times and moves its byte sizes; needs --model)");
@@ -55,6 +58,15 @@ ABSL_FLAG(int, dp, 0, "data-parallel replicas (pp x dp ranks); default: the mode
 ABSL_FLAG(double, timeout, 60, "seconds any wait may take before the run fails");
 ABSL_FLAG(std::string, flight_dir, "",
           "on failure every rank writes its flight record here (rank_<r>.json)");
+ABSL_FLAG(bool, measure_costs, false,
+          "device backends: time every stage call on the device and report each stage's mean "
+          "forward, backward-input, backward-weight and backward times (--json: device_costs), "
+          "the costs to simulate with");
+ABSL_FLAG(bool, graph, false,
+          "--backend cuda with --stage mlp, --buffers arena and --dp 1: after the replay, run "
+          "--steps eager steps from one thread, capture one step as a CUDA graph, replay it "
+          "--steps times, and report the host time per step of both and the check of the "
+          "replayed step");
 ABSL_FLAG(std::string, buffers, "tracked",
           "buffer provider: tracked (a heap allocation per buffer, measured peak) or arena (the "
           "plan's arena, no allocation per buffer)");
@@ -64,15 +76,24 @@ namespace {
 
 constexpr double kMlpTolerance = 1e-5;
 
-// Whether this build has the MPI backend's module (tools/CMakeLists.txt).
+// JITPIPE_HAVE_MPI: whether this build has the MPI backend's module
+// (tools/CMakeLists.txt); JITPIPE_HAVE_CUDA: set by jitpipe::comm_cuda
+// (comm/CMakeLists.txt).
 constexpr bool kHaveMpi = JITPIPE_HAVE_MPI != 0;
+constexpr bool kHaveCuda = JITPIPE_HAVE_CUDA != 0;
+
+bool IsDeviceBackend(const std::string& backend) {
+  return backend == "cuda" || backend == "nccl" || backend == "nccl-lazy";
+}
 
 struct ReplayFlags {
-  std::string backend;  // inproc | mpi
+  std::string backend;  // inproc | mpi | cuda | nccl | nccl-lazy
   std::string stage;
   int steps = 1;
   int dp = 1;
   MemoryPolicy policy = MemoryPolicy::kJit;
+  bool measure_costs = false;
+  bool graph = false;
   ReplayOptions run;
 };
 
@@ -81,14 +102,16 @@ absl::StatusOr<ReplayFlags> FlagsFromCommandLine(const Invocation& invocation,
                                                  const std::optional<Model>& model) {
   ReplayFlags f;
   const std::string backend = absl::GetFlag(FLAGS_backend);
-  if ((backend == "mpi" && !kHaveMpi) || backend == "nccl") {
+  // The device backends are checked when they start (no device, no CUDA in
+  // this build: exit 1 with "no CUDA device").
+  if (backend == "mpi" && !kHaveMpi) {
     return absl::InvalidArgumentError(
         absl::StrCat("backend ", backend, " is not available in this build"));
   }
   f.backend = backend;
-  if (backend != "inproc" && backend != "mpi") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--backend must be inproc, mpi or nccl, not \"", backend, "\""));
+  if (backend != "inproc" && backend != "mpi" && !IsDeviceBackend(backend)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--backend must be inproc, mpi, cuda, nccl or nccl-lazy, not \"", backend, "\""));
   }
   f.stage = absl::GetFlag(FLAGS_stage);
   if (f.stage != "mlp" && f.stage != "cost") {
@@ -111,6 +134,15 @@ absl::StatusOr<ReplayFlags> FlagsFromCommandLine(const Invocation& invocation,
   const std::string buffers = absl::GetFlag(FLAGS_buffers);
   if (buffers != "tracked" && buffers != "arena") {
     return absl::InvalidArgumentError("--buffers must be tracked or arena");
+  }
+  f.measure_costs = absl::GetFlag(FLAGS_measure_costs);
+  if (f.measure_costs && !IsDeviceBackend(f.backend)) {
+    return absl::InvalidArgumentError("--measure-costs needs a device backend (cuda, nccl, nccl-lazy)");
+  }
+  f.graph = absl::GetFlag(FLAGS_graph);
+  if (f.graph && (f.backend != "cuda" || f.stage != "mlp" || buffers != "arena" || f.dp != 1)) {
+    return absl::InvalidArgumentError(
+        "--graph needs --backend cuda, --stage mlp, --buffers arena and --dp 1");
   }
   f.run.dp = f.dp;
   f.run.steps = f.steps;
@@ -166,7 +198,9 @@ std::string Bytes(int64_t bytes) {
 }
 
 void PrintText(const std::string& path, const ReplayFlags& f, const ReplayPlan& plan,
-               const ReplayResult& r, const std::optional<MlpComparison>& check) {
+               const ReplayResult& r, const std::optional<MlpComparison>& check,
+               const std::vector<MeasuredStageCosts>& costs,
+               const std::optional<GraphStepsReport>& graph) {
   const Schedule& s = plan.schedule;
   std::printf("%s: replayed %d step%s of pp %d x dp %d (%d stages, %d microbatches, %zu actions) "
               "with %s stages, %s backend, %s memory\n",
@@ -185,16 +219,32 @@ void PrintText(const std::string& path, const ReplayFlags& f, const ReplayPlan& 
               f.steps, *lo, *hi);
   std::printf("exposed reduction: %.1f us (median over steps of the longest end-of-step wait "
               "for gradient reductions)\n", r.exposed_reduce_us);
-  std::printf("%6s %5s %7s %14s %14s %14s\n", "rank", "pp", "replica", "peak measured",
-              "peak planned", "arena");
+  // A device backend's allocator measures its own peak (the memory pool's
+  // high-water mark; the slab with arena buffers).
+  const bool device = IsDeviceBackend(f.backend);
+  std::printf("%6s %5s %7s %14s %14s %14s%s\n", "rank", "pp", "replica", "peak measured",
+              "peak planned", "arena", device ? "      pool peak" : "");
   for (const RankReplay& rank : r.ranks) {
-    std::printf("%6d %5d %7d %14s %14s %14s\n", rank.world_rank, rank.rank, rank.replica,
+    std::printf("%6d %5d %7d %14s %14s %14s", rank.world_rank, rank.rank, rank.replica,
                 Bytes(rank.measured_peak_bytes).c_str(), Bytes(rank.planned_peak_bytes).c_str(),
                 Bytes(rank.arena_bytes).c_str());
+    if (device) std::printf(" %14s", Bytes(rank.allocator_peak_bytes).c_str());
+    std::printf("\n");
   }
   if (f.backend == "inproc") {  // Open MPI buffers eager sends itself: unmeasured
     std::printf("transport in flight: peak %s (sends staged until their receive was posted)\n",
                 Bytes(r.peak_in_flight_bytes).c_str());
+  }
+  if (graph.has_value()) {
+    std::printf("CUDA graph (%zu nodes): step host time %.1f us eager, %.1f us graph replay "
+                "(median of %d each); replayed step vs the reference trainer: %s; %s\n",
+                graph->nodes, graph->eager_host_us, graph->graph_host_us, graph->steps,
+                graph->check.Within(kMlpTolerance) ? "ok" : "FAILED",
+                graph->check.ToString().c_str());
+  }
+  for (const MeasuredStageCosts& c : costs) {
+    std::printf("stage %d device time per call: F %.1f us, I %.1f us, W %.1f us, B %.1f us\n",
+                c.stage, c.forward_us, c.backward_input_us, c.backward_weight_us, c.backward_us);
   }
 }
 
@@ -206,7 +256,9 @@ std::string JsonNumbers(const std::vector<double>& values, const absl::FormatSpe
 }
 
 void PrintJson(const ReplayFlags& f, const ReplayPlan& plan, const ReplayResult& r,
-               const std::optional<MlpComparison>& check) {
+               const std::optional<MlpComparison>& check,
+               const std::vector<MeasuredStageCosts>& costs,
+               const std::optional<GraphStepsReport>& graph) {
   std::string out = absl::StrCat(
       "{\"backend\": ", JsonQuote(f.backend), ", \"stage\": ", JsonQuote(f.stage),
       ", \"policy\": \"",
@@ -223,10 +275,37 @@ void PrintJson(const ReplayFlags& f, const ReplayPlan& plan, const ReplayResult&
                     ", \"pipeline_rank\": ", k.rank, ", \"replica\": ", k.replica,
                     ", \"measured_peak_bytes\": ", k.measured_peak_bytes,
                     ", \"planned_peak_bytes\": ", k.planned_peak_bytes,
-                    ", \"arena_bytes\": ", k.arena_bytes, ", \"exposed_reduce_us\": ",
+                    ", \"arena_bytes\": ", k.arena_bytes,
+                    ", \"allocator_peak_bytes\": ", k.allocator_peak_bytes,
+                    ", \"exposed_reduce_us\": ",
                     absl::StrFormat("%.3f", k.exposed_reduce_us), "}");
   }
   absl::StrAppend(&out, "]");
+  if (graph.has_value()) {
+    absl::StrAppend(&out, ",\n \"graph\": ",
+                    absl::StrFormat("{\"steps\": %d, \"nodes\": %d, \"eager_host_us\": %.3f, "
+                                    "\"graph_host_us\": %.3f, \"eager_loss\": %.17g, "
+                                    "\"graph_loss\": %.17g, \"ok\": %s, \"worst_grad_error\": "
+                                    "%.3g}",
+                                    graph->steps, static_cast<int>(graph->nodes),
+                                    graph->eager_host_us, graph->graph_host_us, graph->eager_loss,
+                                    graph->graph_loss,
+                                    graph->check.Within(kMlpTolerance) ? "true" : "false",
+                                    graph->check.worst_grad_error));
+  }
+  if (f.measure_costs) {
+    absl::StrAppend(&out, ",\n \"device_costs\": [");
+    for (size_t i = 0; i < costs.size(); ++i) {
+      const MeasuredStageCosts& c = costs[i];
+      absl::StrAppend(&out, i > 0 ? ", " : "",
+                      absl::StrFormat("{\"stage\": %d, \"forward_us\": %.3f, "
+                                      "\"backward_input_us\": %.3f, \"backward_weight_us\": "
+                                      "%.3f, \"backward_us\": %.3f}",
+                                      c.stage, c.forward_us, c.backward_input_us,
+                                      c.backward_weight_us, c.backward_us));
+    }
+    absl::StrAppend(&out, "]");
+  }
   if (check.has_value()) {
     absl::StrAppend(&out, ",\n \"check\": {\"ok\": ", check->Within(kMlpTolerance) ? "true" : "false",
                     ", \"tolerance\": ", kMlpTolerance, ", \"reference_loss\": ",
@@ -289,9 +368,15 @@ int RunReplay(const Command& command, const Invocation& invocation) {
   if (!input.ok()) return Fail(command, input.status());
   // Arena buffers over MPI need a program that is deadlock-free under
   // rendezvous semantics (runtime/replay.h): receives are placed for it.
+  // A device backend's receives are placed as the validator proves safe
+  // for the way it matches transfers (one FIFO per rank for nccl, per
+  // directed edge for nccl-lazy; runtime/replay_plan.h).
   const bool rendezvous = f.backend == "mpi" && f.run.buffers == BufferMode::kArena;
-  absl::StatusOr<Schedule> lowered = LowerForReplay(
-      *input, rendezvous ? RecvPlacement::kJitRendezvous : RecvPlacement::kJit);
+  absl::StatusOr<Schedule> lowered =
+      IsDeviceBackend(f.backend)
+          ? LowerForOrdering(*input, GpuBackendOrdering(f.backend))
+          : LowerForReplay(*input,
+                           rendezvous ? RecvPlacement::kJitRendezvous : RecvPlacement::kJit);
   if (!lowered.ok()) return Fail(command, in_file(lowered.status()));
   Model base = model.value_or(Model());
   base.dp.size = f.dp;
@@ -344,22 +429,62 @@ int RunReplay(const Command& command, const Invocation& invocation) {
   if (f.backend == "inproc") {
     result = RunInProcess(plan->schedule, plan->executable, plan->plans, *factory, f.run);
   }
+  // A device backend (gpu_replay.h): the device check first, then the
+  // module that has the CUDA, NCCL and cuBLAS code.
+  std::optional<MlpComparison> device_check;
+  std::vector<MeasuredStageCosts> costs;
+  std::optional<GraphStepsReport> graph;
+  if (IsDeviceBackend(f.backend)) {
+    if (!kHaveCuda) {
+      return Fail(command, in_file(absl::UnavailableError(
+                               "no CUDA device: this build has no CUDA backend (nvcc or the CUDA "
+                               "toolkit was not found when it was configured)")));
+    }
+    GpuReplayRequest request;
+    request.backend = f.backend;
+    request.plan = &*plan;
+    request.host_stages = factory.get();
+    request.mlp = mlp;
+    request.device_mlp = mlp != nullptr && f.backend == "cuda";
+    request.measure_costs = f.measure_costs;
+    request.graph = f.graph;
+    request.options = f.run;
+    absl::StatusOr<GpuReplayOutcome> outcome = RunGpuReplay(request);
+    if (!outcome.ok()) {
+      result = outcome.status();
+    } else if (!outcome->report) {
+      return kExitOk;
+    } else {
+      result = std::move(outcome->result);
+      device_check = outcome->device_check;
+      costs = std::move(outcome->costs);
+      graph = outcome->graph;
+    }
+  }
   f.run.on_step = nullptr;
   if (!result.ok()) return Fail(command, in_file(result.status()));
-  absl::StatusOr<std::optional<MlpComparison>> check = CheckMlp(*result, mlp, plan->model);
+  absl::StatusOr<std::optional<MlpComparison>> check =
+      device_check.has_value() ? std::optional<MlpComparison>(device_check)
+                               : CheckMlp(*result, mlp, plan->model);
   if (!check.ok()) return Fail(command, in_file(check.status()));
   if (const std::string trace = absl::GetFlag(FLAGS_trace); !trace.empty()) {
     if (absl::Status s = WriteTrace(trace, path, f, *plan, *result); !s.ok()) return Fail(command, s);
   }
   if (absl::GetFlag(FLAGS_json)) {
-    PrintJson(f, *plan, *result, *check);
+    PrintJson(f, *plan, *result, *check, costs, graph);
   } else {
-    PrintText(path, f, *plan, *result, *check);
+    PrintText(path, f, *plan, *result, *check, costs, graph);
   }
   if (check->has_value() && !(*check)->Within(kMlpTolerance)) {
     return Fail(command, in_file(absl::DataLossError(absl::StrCat(
                              "the replay differs from the reference trainer beyond ",
                              kMlpTolerance, " relative: ", (*check)->ToString()))));
+  }
+  if (graph.has_value() && !graph->check.Within(kMlpTolerance)) {
+    return Fail(command, in_file(absl::DataLossError(absl::StrCat(
+                             "the step replayed as a CUDA graph differs from the reference "
+                             "trainer beyond ", kMlpTolerance, " relative: ",
+                             graph->check.ToString()))));
   }
   return kExitOk;
 }
@@ -369,7 +494,7 @@ int RunReplay(const Command& command, const Invocation& invocation) {
 Command ReplayCommand() {
   return Command{
       .name = "replay",
-      .synopsis = "replay FILE --backend inproc|mpi --stage mlp|cost [--model MODEL] [--steps N] "
+      .synopsis = "replay FILE --backend inproc|mpi|cuda|nccl|nccl-lazy --stage mlp|cost [--model MODEL] [--steps N] "
                   "[--dp N] [--policy jit|eager] [--trace OUT] [--timeout SECONDS] "
                   "[--flight-dir DIR] [--json]",
       .summary =
@@ -386,8 +511,15 @@ Command ReplayCommand() {
           "--backend mpi (when built with MPI): run as `mpirun -np <pp x dp> jitpipe replay "
           "FILE --backend mpi ...`, one process per rank; every process reads FILE and MODEL, "
           "world rank 0 prints the report and writes --trace (every rank's timeline), and on a "
-          "failure every process writes its flight record and rank 0 collects them all.",
-      .flags = {"backend", "stage", "model", "steps", "dp", "policy", "buffers", "trace",
+          "failure every process writes its flight record and rank 0 collects them all. "
+          "--backend cuda (when built with CUDA): every rank a set of streams on GPU 0, "
+          "transfers device-to-device copies; --stage mlp is the cuBLAS mlp (fp32), checked "
+          "against the reference trainer; the table adds each rank's memory-pool peak. "
+          "--backend nccl|nccl-lazy: as mpi, one GPU per process, NCCL with one communicator "
+          "over the job (nccl) or one per directed pair (nccl-lazy); the stages are the cpu "
+          "ones staged through host memory. Without a CUDA device these exit 1 with \"no "
+          "CUDA device\".",
+      .flags = {"backend", "stage", "model", "steps", "dp", "policy", "buffers", "measure_costs", "graph", "trace",
                 "timeout", "flight_dir", "json", "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,

@@ -2,7 +2,7 @@
 # Builds and runs every test: the release build with warnings as errors, the
 # demo end to end, its traces in the DevTools trace engine, the ASan+UBSan
 # build, the TSan build of the threaded suites, an install consumed by a
-# separate CMake project, and every libFuzzer target for 20 s on its seeds.
+# separate CMake project, and every libFuzzer target for 10 s on its seeds.
 # Usage: tools/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,6 +52,6 @@ stage "ThreadSanitizer build + the tests labelled threads (runtime, transports, 
 
 stage "install + find_package(jitpipe) consumer" tools/check-install.sh build/default
 
-stage "libFuzzer targets, 20 s each (longer: tools/fuzz.sh 600)" tools/fuzz.sh 20
+stage "libFuzzer targets, 10 s each (longer: tools/fuzz.sh 600)" tools/fuzz.sh 10
 
 echo "== all stages passed in $SECONDS s"

@@ -11,12 +11,6 @@
 namespace jitpipe {
 namespace {
 
-// "receive 1RECV_F3 from rank 0 (index 17)", as the MPI backend says.
-std::string Describe(absl::string_view verb, const OpInfo& info, absl::string_view peer) {
-  return absl::StrCat(verb, info.action.empty() ? "" : " ", info.action, " ", peer,
-                      info.program_index >= 0 ? absl::StrCat(" (index ", info.program_index, ")")
-                                              : "");
-}
 
 // Rank r's view of the fabric.
 class InProcessTransport final : public Transport {
@@ -79,7 +73,7 @@ void InProcessFabric::Abort(int rank, const std::string& reason) {
       if (!request.done) {
         request.done = true;
         request.status = absl::AbortedError(absl::StrCat(abort_message_, " (while waiting for ",
-                                                         request.what, ")"));
+                                                         request.what.ToString(), ")"));
       }
     }
   }
@@ -118,7 +112,14 @@ absl::Status InProcessFabric::CheckGroup(int self, const Group& group) const {
   return absl::OkStatus();
 }
 
-RequestId InProcessFabric::NewRequest(std::string what) {
+// "receive 1RECV_F3 from rank 0 (index 17)", as the MPI backend says.
+std::string InProcessFabric::OpLabel::ToString() const {
+  return absl::StrCat(verb, action.empty() ? "" : " ", action, " ", relation, " ", number,
+                      relation == "over" ? " ranks" : "",
+                      program_index >= 0 ? absl::StrCat(" (index ", program_index, ")") : "");
+}
+
+RequestId InProcessFabric::NewRequest(OpLabel what) {
   RequestId id = ++last_id_;
   requests_[id].what = std::move(what);
   return id;
@@ -135,7 +136,7 @@ absl::StatusOr<RequestId> InProcessFabric::Send(int self, int peer, uint64_t tag
                                                 const OpInfo& info) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckPeer(self, peer));
-  const std::string what = Describe("send", info, absl::StrCat("to rank ", peer));
+  const OpLabel what{"send", "to rank", peer, info.action, info.program_index};
   RequestId id = NewRequest(what);
   P2pKey key{self, peer, tag};
   auto waiting = recvs_.find(key);
@@ -156,7 +157,8 @@ absl::StatusOr<RequestId> InProcessFabric::Recv(int self, int peer, uint64_t tag
                                                 absl::Span<std::byte> bytes, const OpInfo& info) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckPeer(self, peer));
-  RequestId id = NewRequest(Describe("receive", info, absl::StrCat("from rank ", peer)));
+  RequestId id =
+      NewRequest({"receive", "from rank", peer, info.action, info.program_index});
   P2pKey key{peer, self, tag};
   auto staged = staged_.find(key);
   if (staged != staged_.end() && !staged->second.empty()) {
@@ -178,11 +180,11 @@ absl::StatusOr<RequestId> InProcessFabric::PostCollective(int self, const Group&
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckGroup(self, group));
   const size_t members = group.ranks.size();
-  const std::string what = Describe(reduce_scatter ? "reduce-scatter" : "all-reduce", info,
-                                    absl::StrCat("over ", members, " ranks"));
+  const OpLabel what{reduce_scatter ? "reduce-scatter" : "all-reduce", "over",
+                     static_cast<int>(members), info.action, info.program_index};
   if (reduce_scatter && input.size() != output.size() * members) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", self, ": ", what, ": the input holds ", input.size(), " elements; expected ",
+        "rank ", self, ": ", what.ToString(), ": the input holds ", input.size(), " elements; expected ",
         output.size() * members, " (", output.size(), " per member)"));
   }
   const int index = group.IndexOf(self);
@@ -232,7 +234,7 @@ absl::Status InProcessFabric::Wait(RequestId id, absl::Duration timeout) {
   auto done = [request]() { return request->done; };
   if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
     return absl::DeadlineExceededError(absl::StrCat(
-        "timed out after ", absl::FormatDuration(timeout), " waiting for ", request->what));
+        "timed out after ", absl::FormatDuration(timeout), " waiting for ", request->what.ToString()));
   }
   absl::Status status = request->status;
   requests_.erase(id);
@@ -240,11 +242,11 @@ absl::Status InProcessFabric::Wait(RequestId id, absl::Duration timeout) {
 }
 
 void InProcessFabric::Deliver(const PendingRecv& recv, absl::Span<const std::byte> bytes,
-                              const std::string& send_what) {
+                              const OpLabel& send_what) {
   if (bytes.size() != recv.bytes.size()) {
     Complete(recv.id, absl::InvalidArgumentError(absl::StrCat(
-                          requests_[recv.id].what, " expects ", recv.bytes.size(),
-                          " bytes but the matching ", send_what, " has ", bytes.size())));
+                          requests_[recv.id].what.ToString(), " expects ", recv.bytes.size(),
+                          " bytes but the matching ", send_what.ToString(), " has ", bytes.size())));
     return;
   }
   if (!bytes.empty()) std::memcpy(recv.bytes.data(), bytes.data(), bytes.size());

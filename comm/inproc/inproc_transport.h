@@ -38,6 +38,7 @@
 #include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -81,10 +82,21 @@ class InProcessFabric {
   absl::Status Wait(RequestId id, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // What a request is, kept as fields and worded only when an error message
+  // needs it: "receive 2RECV_B3 from rank 3 (index 17)". Wording it for every
+  // request was 8% of the instructions of a step of empty stages.
+  struct OpLabel {
+    absl::string_view verb;      // a literal: "send", "receive", "all-reduce", ...
+    absl::string_view relation;  // a literal: "to rank", "from rank", "over"
+    int number = 0;              // the peer, or the group's size
+    std::string action;          // OpInfo::action (short: no allocation)
+    int program_index = -1;
+    std::string ToString() const;
+  };
   struct Request {
     bool done = false;
     absl::Status status;
-    std::string what;  // "receive 2RECV_B3 from rank 3" for error messages
+    OpLabel what;
   };
   struct P2pKey {
     int src;
@@ -102,7 +114,7 @@ class InProcessFabric {
   };
   struct StagedSend {
     std::vector<std::byte> bytes;
-    std::string what;
+    OpLabel what;
   };
   // One collective call, gathering its members' buffers until all have posted.
   struct Collective {
@@ -117,11 +129,11 @@ class InProcessFabric {
 
   absl::Status CheckPeer(int self, int peer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckGroup(int self, const Group& group) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  RequestId NewRequest(std::string what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  RequestId NewRequest(OpLabel what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Complete(RequestId id, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Copies a send's bytes into a posted receive and completes the receive.
   void Deliver(const PendingRecv& recv, absl::Span<const std::byte> bytes,
-               const std::string& send_what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+               const OpLabel& send_what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reduces in group order (deterministic) and completes every member.
   void Reduce(Collective& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

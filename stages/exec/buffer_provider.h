@@ -86,11 +86,16 @@ class BufferProvider {
 
   int64_t live_bytes() const { return live_bytes_; }
   int64_t peak_bytes() const { return peak_bytes_; }
+  // The allocator's own high-water mark of bytes in use since the last
+  // ResetPeak (a device memory pool's), to compare with peak_bytes() and
+  // the plan; -1 for providers without one (the CPU providers).
+  virtual int64_t allocator_peak_bytes() const { return -1; }
   // Heap allocations made for buffers since construction (the arena's slab
   // counts as one).
   int64_t heap_allocations() const { return heap_allocations_; }
-  // Resets the peak to the bytes live now (between steps).
-  void ResetPeak() { peak_bytes_ = live_bytes_; }
+  // Resets the peak to the bytes live now (between steps); a provider with
+  // an allocator of its own resets that one's too.
+  virtual void ResetPeak() { peak_bytes_ = live_bytes_; }
 
  protected:
   explicit BufferProvider(std::vector<int64_t> buffer_bytes);

@@ -47,6 +47,22 @@
 // Every Stage call gets the rank's ExecutionContext: the provider's memory
 // space, options.device and options.stream.
 //
+// Over a device transport (Transport::device_streams(): comm/cuda,
+// comm/nccl) the step is stream-ordered and the host does not wait in the
+// steady state: options.device and options.stream default to the
+// transport's device and compute stream; a kWait on a transfer becomes a
+// device dependency (Transport::StreamWait: the compute stream waits for
+// the receive's completion event) and the cursor moves on at once -- only a
+// transfer not yet issued to the device (one-GPU mode: its sender has not
+// posted) holds the host, until it is; REDUCE_GRAD posts the collective
+// from this thread (the transport orders it after the compute stream, on
+// its reduction stream: no reduction thread); sent buffers go to the
+// provider at the post (ReleasesAfterRequests) and nothing is polled
+// mid-step. The host waits only at kEnd: for a marker behind the compute
+// stream's work (Transport::PostMarker: compute_end_us), then every
+// transfer and reduction, each bounded by the timeout.
+
+//
 // With a provider that reuses released bytes (ArenaBuffers) and releases
 // only when told, pending sends are completed before anything is allocated
 // after their planned release, so a slow transfer never sees its bytes
@@ -79,6 +95,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -106,7 +123,8 @@ struct RankExecutorOptions {
   std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
   bool record_timeline = true;
   // The rank's device and the stream its Stage calls enqueue on, handed to
-  // them in the ExecutionContext: -1 and null on the host. A provider whose
+  // them in the ExecutionContext: -1 and null on the host; over a device
+  // transport, when left so, the transport's. A provider whose
   // memory_space() is kDevice needs a device.
   int device = -1;
   void* stream = nullptr;
@@ -164,6 +182,19 @@ class RankExecutor {
   absl::StatusOr<Progress> Advance();
   StepResult TakeResult();
 
+  // Over a device transport: the steps from now on (true) are being captured
+  // into a CUDA graph (comm/cuda/step_graph.h), so nothing of them may be
+  // tested or waited for on the host: a step only enqueues, and its end
+  // posts no marker, tests no transfer or reduction, does not wait for
+  // FinishStep's work and reads no loss (StepResult::loss stays 0: the
+  // caller reads the stages' losses once the graph has run). The requests
+  // it posted are left to the transport; sent buffers are reported
+  // complete to the provider at the end (a provider that ReleasesAfterRequests
+  // orders their reuse on the device). Errors: FailedPrecondition without a
+  // device transport and a provider that ReleasesAfterRequests, or with a
+  // step in progress.
+  absl::Status SetCapturing(bool capturing);
+
   int world_rank() const { return world_rank_; }
   const ExecutionContext& context() const { return context_; }
 
@@ -173,12 +204,24 @@ class RankExecutor {
     int32_t step = 0;  // the SEND's program index
     int32_t span = -1; // its timeline span, -1 when not recorded
   };
-  enum class RecvState : uint8_t { kNotPosted, kPending, kDone };
-  // What a step that cannot go on waits for.
+  // kStreamOrdered: the compute stream waits for it on the device; the host
+  // has not seen it complete yet (device transports).
+  enum class RecvState : uint8_t { kNotPosted, kPending, kStreamOrdered, kDone };
+  // A reduction posted from this thread (device transports).
+  struct PendingReduction {
+    RequestId request = 0;
+    int32_t index = 0;  // program index of the REDUCE_GRAD
+    double start_us = 0;
+  };
+  // What a step that cannot go on waits for. kRecvIssue: a receive to be
+  // issued to the device (its sender to post); kMarker: the compute
+  // stream's work (device transports).
   struct Blocked {
-    enum class Kind : uint8_t { kNone, kRecv, kSend, kReduction, kReductions } kind = Kind::kNone;
-    // kRecv: the RECV slot; kSend: the position in pending_sends_;
-    // kReduction: the REDUCE_GRAD's program index.
+    enum class Kind : uint8_t {
+      kNone, kRecv, kRecvIssue, kSend, kReduction, kReductions, kMarker
+    } kind = Kind::kNone;
+    // kRecv, kRecvIssue: the RECV slot; kSend: the position in
+    // pending_sends_; kReduction: the REDUCE_GRAD's program index.
     int32_t slot = -1;
     absl::Time since;   // when it was first found blocked
   };
@@ -195,13 +238,23 @@ class RankExecutor {
   absl::StatusOr<bool> ReachWait(const Wait& wait);
   absl::StatusOr<bool> SendDone(int32_t send);
   absl::StatusOr<bool> ReductionDone(int32_t reduce);
+  // Device transports: the compute stream waits for the receive at `slot`.
+  absl::StatusOr<bool> OrderAfterRecv(int32_t slot);
   absl::Status RunAction(int32_t i);
   absl::Status RunPart(const ExecPart& part);
   // After an action and its releases: test the pending transfers, sample.
   absl::StatusOr<bool> AfterAction();
   absl::Status PostSend(int32_t i, const ExecStep& step, absl::Span<const int32_t> sent);
   absl::Status PostRecv(int32_t i, const ExecStep& step);
+  // REDUCE_GRAD over a device transport: the collective, posted now.
+  absl::Status PostDeviceReduction(int32_t i, MutableBytes grads);
+  // Device transports: the compute stream's end (marker) and the posted
+  // reductions; false while one is pending (blocked_ says which).
+  absl::StatusOr<bool> DeviceComputeDone();
+  absl::StatusOr<bool> DeviceReductionsDone();
   absl::StatusOr<bool> EndStep();
+  // EndStep of a step being captured (SetCapturing).
+  absl::Status EndCapturedStep();
   // Whether the receive in `slot` has completed (Test).
   absl::StatusOr<bool> RecvDone(int32_t slot);
   // Tests the pending sends and receives; releases completed sends' buffers.
@@ -244,6 +297,10 @@ class RankExecutor {
   const bool release_after_requests_;
   // Allocation waits for the pending sends (an arena that releases only when told).
   const bool allocate_after_sends_;
+  // A device transport: waits are stream dependencies (see the file comment).
+  const bool stream_ordered_;
+  const Group dp_group_;  // this rank's data-parallel group
+  const int dp_member_;   // its index there
 
   // Precomputed once (const after construction).
   std::vector<std::string> texts_;      // per step: the action's text
@@ -259,6 +316,7 @@ class RankExecutor {
   RankCursor cursor_;
   bool failed_ = false;
   bool in_step_ = false;
+  bool capturing_ = false;  // SetCapturing
   int32_t position_ = -1;  // the action the flight recorder was last told
   Blocked blocked_;
   StepResult result_;
@@ -271,6 +329,14 @@ class RankExecutor {
   std::vector<int64_t> reduce_ticket_;  // per step: its REDUCE_GRAD's ticket, -1 if none
   double reduce_blocked_since_us_ = -1;  // a WAIT_REDUCE_GRAD blocked since then
   double waited_reduce_us_ = 0;          // this step's time in WAIT_REDUCE_GRADs
+  std::vector<PendingReduction> device_reductions_;  // posted, not seen complete
+  std::vector<ReductionSpan> device_reduction_spans_;
+  // Stream-ordered: the (stage, microbatch) of each chain-final forward this
+  // step, whose losses a device stage has written only once the compute
+  // stream reached them (read when the step-end marker has completed).
+  std::vector<std::pair<int, int>> loss_reads_;
+  RequestId marker_ = 0;
+  enum class MarkerState : uint8_t { kNone, kPosted, kDone } marker_state_ = MarkerState::kNone;
   std::array<int64_t, kNumMemoryCategories> live_by_category_{};
   bool memory_changed_ = false;
 };

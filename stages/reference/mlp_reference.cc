@@ -58,8 +58,15 @@ std::string MlpComparison::ToString() const {
 absl::StatusOr<MlpComparison> CompareWithReference(const MlpReference& reference, double loss,
                                                    const MlpStageFactory& factory,
                                                    ReduceKind reduce) {
-  const MlpLayout& layout = factory.layout();
-  const size_t elements = static_cast<size_t>(factory.options().shape.block_params());
+  return CompareWithReference(
+      reference, loss, factory.layout(),
+      [&](int stage, int replica) { return factory.FinishedGrads(stage, replica); }, reduce);
+}
+
+absl::StatusOr<MlpComparison> CompareWithReference(
+    const MlpReference& reference, double loss, const MlpLayout& layout,
+    absl::FunctionRef<std::vector<float>(int stage, int replica)> finished, ReduceKind reduce) {
+  const size_t elements = reference.block_grads.empty() ? 0 : reference.block_grads[0].size();
   MlpComparison out;
   out.loss = loss;
   out.reference_loss = reference.loss;
@@ -77,7 +84,7 @@ absl::StatusOr<MlpComparison> CompareWithReference(const MlpReference& reference
       std::fill(sum.begin(), sum.end(), 0.0f);
       for (int c = 0; c < layout.chains; ++c) {
         const int stage = c * layout.stages_per_chain + b;
-        const std::vector<float>& g = factory.FinishedGrads(stage, k);
+        const std::vector<float> g = finished(stage, k);
         if (g.size() != elements) {
           return absl::FailedPreconditionError(absl::StrCat(
               "stage ", stage, " of replica ", k, " reported no gradients"));

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "scheduler/ir/model.h"
 #include "stages/reference/mlp_stage.h"
@@ -57,6 +58,13 @@ struct MlpComparison {
 absl::StatusOr<MlpComparison> CompareWithReference(const MlpReference& reference, double loss,
                                                    const MlpStageFactory& factory,
                                                    ReduceKind reduce);
+
+// The same check over gradients from any source (the CUDA stage's factory,
+// cuda_mlp_stage.h): `finished(stage, replica)` returns what that stage saw
+// at its last FinishStep, empty if nothing. `layout` is the run's.
+absl::StatusOr<MlpComparison> CompareWithReference(
+    const MlpReference& reference, double loss, const MlpLayout& layout,
+    absl::FunctionRef<std::vector<float>(int stage, int replica)> finished, ReduceKind reduce);
 
 }  // namespace jitpipe
 

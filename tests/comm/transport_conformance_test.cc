@@ -20,8 +20,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "comm/cuda/cuda_world.h"
 #include "comm/inproc/inproc_world.h"
 #include "comm/mpi/mpi_world.h"
+#include "comm/nccl/nccl_world.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
@@ -85,12 +87,25 @@ class TransportConformanceTest : public ::testing::TestWithParam<WorldBackend> {
 
   int size() const { return world_->size(); }
 
+  // Skips a test that moves host memory or matches by tag on a backend
+  // that does not (WorldBackend); tests/comm/cuda_world_test.cc covers the
+  // device backends' transfers and collectives on device memory.
+  bool Unsupported(bool transfers, bool collectives, bool by_tag) const {
+    const WorldBackend& b = GetParam();
+    return (transfers && !b.host_transfers) || (collectives && !b.host_collectives) ||
+           (by_tag && !b.matches_by_tag);
+  }
+  static constexpr const char* kDeviceOnly =
+      "this backend moves device memory only, or matches in posting order "
+      "(tests/comm/cuda_world_test.cc covers it)";
+
   TestWorld world_;
 };
 
 // 5 bytes go eagerly, 1 MiB by rendezvous in Open MPI; 0 is a valid message.
 // The receive is posted before the send or after it, a barrier between.
 TEST_P(TransportConformanceTest, DeliversTheBytesInEitherPostingOrder) {
+  if (Unsupported(true, false, false)) GTEST_SKIP() << kDeviceOnly;
   world_.OnEveryLocalRank([&](int w) {
     Transport& t = world_->transport(w);
     EXPECT_EQ(t.rank(), w);
@@ -125,6 +140,7 @@ TEST_P(TransportConformanceTest, DeliversTheBytesInEitherPostingOrder) {
 }
 
 TEST_P(TransportConformanceTest, MatchesByTagAndInPostingOrderWithinATag) {
+  if (Unsupported(true, false, true)) GTEST_SKIP() << kDeviceOnly;
   world_.OnEveryLocalRank([&](int w) {
     Transport& t = world_->transport(w);
     std::vector<std::vector<std::byte>> out = {Bytes("x1"), Bytes("y1"), Bytes("x2")};
@@ -149,6 +165,7 @@ TEST_P(TransportConformanceTest, MatchesByTagAndInPostingOrderWithinATag) {
 // A receive larger or smaller than its matching send fails with
 // InvalidArgument naming the receive; the sender's part completes.
 TEST_P(TransportConformanceTest, AReceiveOfAnotherSizeThanTheSendFailsNamingIt) {
+  if (Unsupported(true, false, true)) GTEST_SKIP() << kDeviceOnly;
   world_.OnEveryLocalRank([&](int w) {
     Transport& t = world_->transport(w);
     uint64_t tag = 30;
@@ -174,6 +191,7 @@ TEST_P(TransportConformanceTest, AReceiveOfAnotherSizeThanTheSendFailsNamingIt) 
 // Test() says false until the request completes, true once, and then knows
 // it no more; so does Wait().
 TEST_P(TransportConformanceTest, TestReportsACompletionOnce) {
+  if (Unsupported(true, false, false)) GTEST_SKIP() << kDeviceOnly;
   world_.OnEveryLocalRank([&](int w) {
     Transport& t = world_->transport(w);
     std::vector<std::byte> out = Pattern(16, w), in(16);
@@ -204,6 +222,7 @@ TEST_P(TransportConformanceTest, TestReportsACompletionOnce) {
 
 // The operation that timed out stays pending and completes later.
 TEST_P(TransportConformanceTest, WaitTimesOutNamingTheOperationWhichCanStillComplete) {
+  if (Unsupported(true, false, false)) GTEST_SKIP() << kDeviceOnly;
   world_.OnEveryLocalRank([&](int w) {
     Transport& t = world_->transport(w);
     std::vector<std::byte> out = Pattern(3, 7), in(3);
@@ -246,6 +265,7 @@ TEST_P(TransportConformanceTest, RefusesInvalidPeers) {
 // as the reduction worker posts it), over the requested groups, the whole
 // world and the rank alone. A repeated request changes nothing.
 TEST_P(TransportConformanceTest, ReducesOverRequestedGroupsTheWorldAndTheRankAlone) {
+  if (Unsupported(false, true, false)) GTEST_SKIP() << kDeviceOnly;
   ASSERT_OK(world_->CreateGroups(PairGroups(size()), kLong));
   ASSERT_OK(world_->CreateGroups(PairGroups(size()), kLong));
   world_.OnEveryLocalRank([&](int w) {
@@ -353,6 +373,7 @@ TEST_P(TransportConformanceTest, RefusesAReduceScatterWhoseInputIsNotEveryMember
 // The waiting thread's polling alone must carry it to completion while the
 // rank's other thread (the "compute" thread) makes no call at all.
 TEST_P(TransportConformanceTest, AWaitingThreadCarriesACollectiveWhileTheOtherComputes) {
+  if (Unsupported(false, true, false)) GTEST_SKIP() << kDeviceOnly;
   world_.OnEveryLocalRank([&](int w) {
     std::vector<float> data(1 << 16, 1.0f);
     std::atomic<bool> done{false};
@@ -375,6 +396,7 @@ TEST_P(TransportConformanceTest, AWaitingThreadCarriesACollectiveWhileTheOtherCo
 
 // Many concurrent exchanges between all pairs (ThreadSanitizer's workload).
 TEST_P(TransportConformanceTest, ConcurrentExchangesDeliverEveryMessage) {
+  if (Unsupported(true, false, true)) GTEST_SKIP() << kDeviceOnly;
   constexpr int kMessages = 200;
   world_.OnEveryLocalRank([&](int w) {
     Transport& t = world_->transport(w);
@@ -439,6 +461,7 @@ TEST_P(TransportConformanceTest, BarriersAndAGatherAtRankZero) {
 // arrived, so their next barrier completes it, and the one after is every
 // rank's next.
 TEST_P(TransportConformanceTest, ABarrierThatTimedOutIsCompletedByTheOthers) {
+  if (Unsupported(true, false, false)) GTEST_SKIP() << kDeviceOnly;
   world_.OnEveryLocalRank([&](int w) {
     Transport& t = world_->transport(w);
     std::vector<std::byte> go(1);
@@ -477,6 +500,7 @@ class TransportAbortTest : public TransportConformanceTest {
 // later posts and their barriers fail with Aborted naming rank 1 and its
 // reason; the payloads handed over after the failure still reach rank 0.
 TEST_P(TransportAbortTest, AbortFailsEveryRanksOperationsAndPayloadsStillReachRankZero) {
+  if (Unsupported(true, false, false)) GTEST_SKIP() << kDeviceOnly;
   world_.OnEveryLocalRank([&](int w) {
     Transport& t = world_->transport(w);
     std::vector<std::byte> in(1), out(1);
@@ -531,6 +555,17 @@ TEST_P(TransportAbortTest, AbortFailsEveryRanksOperationsAndPayloadsStillReachRa
 const WorldBackend kBackends[] = {
     {"inproc", Launcher::kNone, [](int size) -> WorldOr { return CreateInProcessWorld(size); }},
     {"mpi", Launcher::kMpirun, [](int) -> WorldOr { return CreateMpiWorld(nullptr, nullptr, {}); }},
+    {"cuda", Launcher::kNone, [](int size) -> WorldOr { return CreateCudaWorld(size, {}); },
+     /*host_collectives=*/false},
+    {"nccl", Launcher::kMpirun,
+     [](int) -> WorldOr { return CreateNcclWorld(nullptr, nullptr, {}); }, false, false, false},
+    {"nccl_lazy", Launcher::kMpirun,
+     [](int) -> WorldOr {
+       NcclOptions options;
+       options.mode = NcclMode::kLazy;
+       return CreateNcclWorld(nullptr, nullptr, options);
+     },
+     false, false, false},
 };
 
 std::string BackendName(const ::testing::TestParamInfo<WorldBackend>& info) {

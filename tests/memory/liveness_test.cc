@@ -60,6 +60,23 @@ TEST(LivenessTest, LiveBytesPeakAndLowerBound) {
   EXPECT_THAT(BuffersLiveAt(b, 3), ElementsAre(3, 4));
 }
 
+TEST(LivenessTest, EagerLiveBytesHoldsReceivedAndSentBuffersAllStep) {
+  // The received input 0 from step start (already), the sent input grad 3
+  // to step end: 64 more at index 3 than under jit.
+  EXPECT_THAT(EagerLiveBytes(LastStage()), ElementsAre(64, 448, 384, 128));
+  // Rank 0: input and stash (320 B) all step; output (128) sent at index 1,
+  // output grad (128) received at index 2: one of them live at a time under
+  // jit, both all step under eager.
+  Schedule s = LoweredFromText(2, 1, Placement::kLoop, 1,
+                               {"0F0 0SEND_F0 0RECV_B0 0B0", "1RECV_F0 1F0 1B0 1SEND_B0"});
+  ASSERT_OK_AND_ASSIGN(RankBuffers jit, ComputeBufferLifetimes(s, Sizes(64, 128, 256), 0, {}));
+  ASSERT_OK_AND_ASSIGN(RankBuffers eager, ComputeBufferLifetimes(s, Sizes(64, 128, 256), 0,
+                                                                  {.policy = MemoryPolicy::kEager}));
+  EXPECT_THAT(LiveBytes(jit), ElementsAre(448, 448, 448, 448));
+  EXPECT_THAT(EagerLiveBytes(jit), ElementsAre(576, 576, 576, 576));
+  EXPECT_EQ(EagerLiveBytes(jit), LiveBytes(eager));
+}
+
 TEST(LivenessTest, PeakOfNothingHasNoIndex) {
   Peak peak = PeakOf({0, 0, 0});
   EXPECT_EQ(peak.bytes, 0);

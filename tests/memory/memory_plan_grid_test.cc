@@ -207,6 +207,29 @@ TEST_P(MemoryPlanGridTest, JitPeakEqualsLowerBound) {
   EXPECT_GE(ranks, 6 * 2) << GetParam().name;
 }
 
+// A jit plan's buffers, held as eager holds them, give the eager plan's live
+// bytes: what `jitpipe plan` reports as the eager peak without planning the
+// rank twice. With and without prefetch, under both lowerings.
+TEST_P(MemoryPlanGridTest, EagerLiveBytesOfJitBuffersAreTheEagerSeries) {
+  for (RecvPlacement recv : {RecvPlacement::kJit, RecvPlacement::kJitRendezvous}) {
+    for (const Case& c : Cases(GetParam(), recv)) {
+      const Model model = NonUniformModel(c.lowered.num_stages());
+      for (int rank = 0; rank < c.lowered.pp; ++rank) {
+        ASSERT_OK_AND_ASSIGN(RankMemoryPlan eager,
+                             PlanRankMemory(c.lowered, model, rank,
+                                            {.policy = MemoryPolicy::kEager, .arena = false}));
+        for (int prefetch : {0, 2}) {
+          ASSERT_OK_AND_ASSIGN(
+              RankMemoryPlan jit,
+              PlanRankMemory(c.lowered, model, rank, {.prefetch = prefetch, .arena = false}));
+          EXPECT_EQ(EagerLiveBytes(jit.buffers), LiveBytes(eager.buffers))
+              << c.name << " rank " << rank << " prefetch " << prefetch;
+        }
+      }
+    }
+  }
+}
+
 // --recv jit-rendezvous posts some RECVs early (in per-pair send order, and
 // before a SEND where ordered rendezvous would otherwise deadlock): its jit
 // peak is never below the lower bound and, on some ranks, above it. Over

@@ -6,8 +6,8 @@ namespace jitpipe {
 namespace {
 
 TEST(OccupancyTreeTest, EmptyTreeFitsAtZero) {
-  OccupancyTree tree(5);
-  EXPECT_EQ(tree.BestFit(0, 4, 100, 64), 0);
+  OccupancyTree tree(5, 64);
+  EXPECT_EQ(tree.BestFit(0, 4, 100), 0);
   EXPECT_EQ(AlignUp(100, 64), 128);
   EXPECT_EQ(AlignUp(128, 64), 128);
 }
@@ -16,32 +16,32 @@ TEST(OccupancyTreeTest, AGapMustBeFreeThroughoutTheInterval) {
   // time:    0     1     2     3
   // [0,64)   a     a     .     .
   // [64,128) b     b     b     b
-  OccupancyTree tree(4);
+  OccupancyTree tree(4, 64);
   tree.Occupy(0, 1, 0, 64);
   tree.Occupy(0, 3, 64, 64);
-  EXPECT_EQ(tree.BestFit(2, 3, 64, 64), 0);    // a is gone by time 2
-  EXPECT_EQ(tree.BestFit(1, 2, 64, 64), 128);  // a still holds [0,64) at time 1
-  EXPECT_EQ(tree.BestFit(3, 3, 65, 64), 128);  // the free [0,64) is too small
+  EXPECT_EQ(tree.BestFit(2, 3, 64), 0);    // a is gone by time 2
+  EXPECT_EQ(tree.BestFit(1, 2, 64), 128);  // a still holds [0,64) at time 1
+  EXPECT_EQ(tree.BestFit(3, 3, 65), 128);  // the free [0,64) is too small
 }
 
 TEST(OccupancyTreeTest, PrefersTheSmallestFittingGapThenTheLowest) {
   // At time 0: [0,64) used, [64,256) free, [256,320) used, [320,384) free,
   // [384,448) used, [448,512) free, [512,576) used.
-  OccupancyTree tree(1);
+  OccupancyTree tree(1, 64);
   for (int64_t lo : {0, 256, 384, 512}) tree.Occupy(0, 0, lo, 64);
-  EXPECT_EQ(tree.BestFit(0, 0, 64, 64), 320);   // exact fit, the lowest of two
-  EXPECT_EQ(tree.BestFit(0, 0, 100, 64), 64);   // only the big gap fits
-  EXPECT_EQ(tree.BestFit(0, 0, 200, 64), 576);  // none fits: above everything
+  EXPECT_EQ(tree.BestFit(0, 0, 64), 320);   // exact fit, the lowest of two
+  EXPECT_EQ(tree.BestFit(0, 0, 100), 64);   // only the big gap fits
+  EXPECT_EQ(tree.BestFit(0, 0, 200), 576);  // none fits: above everything
 }
 
 TEST(OccupancyTreeTest, CountsIntervalsStoredHigherUpTheTree) {
   // A long interval lands in inner nodes; short queries inside it see it.
-  OccupancyTree tree(16);
+  OccupancyTree tree(16, 64);
   tree.Occupy(1, 14, 0, 128);
-  for (int t = 1; t <= 14; ++t) EXPECT_EQ(tree.BestFit(t, t, 64, 64), 128) << t;
-  EXPECT_EQ(tree.BestFit(0, 0, 64, 64), 0);
-  EXPECT_EQ(tree.BestFit(15, 15, 64, 64), 0);
-  EXPECT_EQ(tree.BestFit(0, 15, 64, 64), 128);
+  for (int t = 1; t <= 14; ++t) EXPECT_EQ(tree.BestFit(t, t, 64), 128) << t;
+  EXPECT_EQ(tree.BestFit(0, 0, 64), 0);
+  EXPECT_EQ(tree.BestFit(15, 15, 64), 0);
+  EXPECT_EQ(tree.BestFit(0, 15, 64), 128);
 }
 
 }  // namespace

@@ -17,15 +17,18 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "comm/cuda/cuda_world.h"
 #include "comm/flight_analysis.h"
 #include "comm/inproc/inproc_world.h"
 #include "comm/mpi/mpi_world.h"
+#include "comm/nccl/nccl_world.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/mlp_gradients.h"
 #include "runtime/replay.h"
 #include "scheduler/generators/generate.h"
 #include "runtime/replay_plan.h"
+#include "stages/device/host_staged_stage.h"
 #include "stages/reference/mlp_reference.h"
 #include "stages/reference/mlp_stage.h"
 #include "tests/testing/sanitizers.h"
@@ -65,12 +68,18 @@ struct MlpReplay {
   ReplayPlan plan;
 };
 
+// `ordering`: the world's (World::p2p_ordering): a backend that matches in
+// order gets the receive placement proven for it (LowerForOrdering) unless
+// `recv` asks for another than the default.
 absl::StatusOr<MlpReplay> PrepareMlp(const std::string& name, int pp, int m, int dp,
                                      ReduceKind reduce = ReduceKind::kAllReduce,
-                                     RecvPlacement recv = RecvPlacement::kJit) {
+                                     RecvPlacement recv = RecvPlacement::kJit,
+                                     P2pOrdering ordering = P2pOrdering::kByTag) {
   absl::StatusOr<Schedule> generated = Generate({name, pp, m, 0});
   if (!generated.ok()) return generated.status();
-  absl::StatusOr<Schedule> lowered = LowerForReplay(*generated, recv);
+  absl::StatusOr<Schedule> lowered = recv == RecvPlacement::kJit
+                                         ? LowerForOrdering(*generated, ordering)
+                                         : LowerForReplay(*generated, recv);
   if (!lowered.ok()) return lowered.status();
   MlpReplay out;
   out.factory = std::make_unique<MlpStageFactory>(SmallMlp(), MlpLayout::Of(*lowered, dp));
@@ -84,6 +93,23 @@ absl::StatusOr<MlpReplay> PrepareMlp(const std::string& name, int pp, int m, int
   out.plan = *std::move(plan);
   return out;
 }
+
+// The stages a world's ranks run: `inner`'s, staged through host memory
+// on a device backend (stages/device/host_staged_stage.h): the reference
+// mlp then checks the device backends' transfers, reductions and buffers.
+class StagesOn {
+ public:
+  StagesOn(World& world, StageFactory* inner) : inner_(inner) {
+    if (world.transport(world.local_ranks()[0]).device_streams() != nullptr) {
+      staged_ = std::make_unique<HostStagedFactory>(inner);
+    }
+  }
+  StageFactory& get() { return staged_ != nullptr ? *staged_ : *inner_; }
+
+ private:
+  StageFactory* const inner_;
+  std::unique_ptr<HostStagedFactory> staged_;
+};
 
 struct ReplayCase {
   std::string schedule;
@@ -152,7 +178,9 @@ TEST_P(ReplayConformanceTest, MatchesTheReferenceTrainerAndThePlan) {
   const int pp = world_->size() / c.dp;
   ASSERT_OK_AND_ASSIGN(
       MlpReplay r, PrepareMlp(c.schedule, pp, 2 * pp, c.dp, c.reduce,
-                              rendezvous ? RecvPlacement::kJitRendezvous : RecvPlacement::kJit));
+                              rendezvous ? RecvPlacement::kJitRendezvous : RecvPlacement::kJit,
+                              world_->p2p_ordering()));
+  StagesOn stages(*world_, r.factory.get());
   ReplayOptions options;
   options.dp = c.dp;
   options.steps = 2;
@@ -161,7 +189,7 @@ TEST_P(ReplayConformanceTest, MatchesTheReferenceTrainerAndThePlan) {
   options.timeout = kLong;
   options.record_timeline = true;
   ASSERT_OK_AND_ASSIGN(ReplayResult result, RunReplay(r.plan.schedule, r.plan.executable,
-                                                      r.plan.plans, *r.factory, *world_, options));
+                                                      r.plan.plans, stages.get(), *world_, options));
   ASSERT_OK(GatherMlpGradients(r.plan.schedule, *r.factory, *world_, kLong));
   if (!world_->is_root()) {  // its own ranks only
     ASSERT_EQ(result.ranks.size(), world_->local_ranks().size());
@@ -241,10 +269,11 @@ class ReplayWorldTest : public ::testing::TestWithParam<WorldBackend> {
 
 TEST_P(ReplayWorldTest, RefusesAWorldOfAnotherSize) {
   ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("1f1b", 4, 8, /*dp=*/1));
+  StagesOn stages(*world_, r.factory.get());
   ReplayOptions options;
   options.dp = 2;
   absl::StatusOr<ReplayResult> result =
-      RunReplay(r.plan.schedule, r.plan.executable, r.plan.plans, *r.factory, *world_, options);
+      RunReplay(r.plan.schedule, r.plan.executable, r.plan.plans, stages.get(), *world_, options);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(Message(result), HasSubstr(" world has 4 "));
   EXPECT_THAT(Message(result), HasSubstr(" but pp 4 x dp 2 needs 8"));
@@ -256,13 +285,19 @@ TEST_P(ReplayWorldTest, RefusesAWorldOfAnotherSize) {
 // semantics, and the default just-in-time receives are not.
 TEST_P(ReplayWorldTest, ArenaBuffersNeedARendezvousSafeProgramWhereSendsWaitForReceives) {
   ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("1f1b", 4, 8, /*dp=*/1));
+  StagesOn stages(*world_, r.factory.get());
   ReplayOptions options;
   options.buffers = BufferMode::kArena;
   options.timeout = kLong;
   absl::StatusOr<ReplayResult> result =
-      RunReplay(r.plan.schedule, r.plan.executable, r.plan.plans, *r.factory, *world_, options);
+      RunReplay(r.plan.schedule, r.plan.executable, r.plan.plans, stages.get(), *world_, options);
   if (world_->send_completion() == SendCompletion::kEager) {
     EXPECT_OK(result);
+    return;
+  }
+  if (world_->p2p_ordering() != P2pOrdering::kByTag) {  // the FIFOs refuse the program first
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(Message(result), StartsWith(absl::StrCat("over ", world_->name(), ": ")));
     return;
   }
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
@@ -316,13 +351,15 @@ class ReplayStallTest : public ReplayFailureTest {};
 // replica (waiting in the gradient all-reduce) stop with Aborted at once,
 // long before the timeout, and world rank 0 reports the failure first.
 TEST_P(ReplayFailureTest, AFailedStageStopsEveryRankAndRankZeroReportsItFirst) {
-  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("1f1b", 2, 4, /*dp=*/2));
-  FailingFactory factory(r.factory.get(), /*stage=*/1, /*replica=*/0);
+  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("1f1b", 2, 4, /*dp=*/2, ReduceKind::kAllReduce,
+                                               RecvPlacement::kJit, world_->p2p_ordering()));
+  FailingFactory failing(r.factory.get(), /*stage=*/1, /*replica=*/0);
+  StagesOn factory(*world_, &failing);
   ReplayOptions options;
   options.dp = 2;
   options.timeout = kLong;
   absl::StatusOr<ReplayResult> result =
-      RunReplay(r.plan.schedule, r.plan.executable, r.plan.plans, factory, *world_, options);
+      RunReplay(r.plan.schedule, r.plan.executable, r.plan.plans, factory.get(), *world_, options);
   if (!world_->is_root()) {  // its own ranks' root failure
     EXPECT_THAT(result.status().code(),
                 AnyOf(absl::StatusCode::kInternal, absl::StatusCode::kAborted));
@@ -340,7 +377,9 @@ TEST_P(ReplayFailureTest, AFailedStageStopsEveryRankAndRankZeroReportsItFirst) {
 // rank stops and dumps its record, rank 0's flight directory ends up with
 // every record, and the analysis names the receive whose send is missing.
 TEST_P(ReplayStallTest, AMissingSendTimesOutAndTheFlightRecordsNameIt) {
-  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("gpipe", 4, 4, /*dp=*/1));
+  ASSERT_OK_AND_ASSIGN(MlpReplay r, PrepareMlp("gpipe", 4, 4, /*dp=*/1, ReduceKind::kAllReduce,
+                                               RecvPlacement::kJit, world_->p2p_ordering()));
+  StagesOn stages(*world_, r.factory.get());
   const RankProgram& program = r.plan.schedule.ranks[2];
   std::vector<ExecStep>& steps = r.plan.executable.ranks[2].steps;
   auto send = std::find_if(steps.rbegin(), steps.rend(), [&](const ExecStep& step) {
@@ -354,7 +393,7 @@ TEST_P(ReplayStallTest, AMissingSendTimesOutAndTheFlightRecordsNameIt) {
   options.timeout = absl::Seconds(2);
   options.flight_dir = dir;
   absl::StatusOr<ReplayResult> result =
-      RunReplay(r.plan.schedule, r.plan.executable, r.plan.plans, *r.factory, *world_, options);
+      RunReplay(r.plan.schedule, r.plan.executable, r.plan.plans, stages.get(), *world_, options);
   if (!world_->is_root()) {
     EXPECT_THAT(result.status().code(),
                 AnyOf(absl::StatusCode::kDeadlineExceeded, absl::StatusCode::kAborted));
@@ -377,6 +416,17 @@ TEST_P(ReplayStallTest, AMissingSendTimesOutAndTheFlightRecordsNameIt) {
 const WorldBackend kBackends[] = {
     {"inproc", Launcher::kNone, [](int size) -> WorldOr { return CreateInProcessWorld(size); }},
     {"mpi", Launcher::kMpirun, [](int) -> WorldOr { return CreateMpiWorld(nullptr, nullptr, {}); }},
+    {"cuda", Launcher::kNone, [](int size) -> WorldOr { return CreateCudaWorld(size, {}); },
+     /*host_collectives=*/false},
+    {"nccl", Launcher::kMpirun,
+     [](int) -> WorldOr { return CreateNcclWorld(nullptr, nullptr, {}); }, false, false, false},
+    {"nccl_lazy", Launcher::kMpirun,
+     [](int) -> WorldOr {
+       NcclOptions options;
+       options.mode = NcclMode::kLazy;
+       return CreateNcclWorld(nullptr, nullptr, options);
+     },
+     false, false, false},
 };
 
 std::string BackendName(const ::testing::TestParamInfo<WorldBackend>& info) {

@@ -119,5 +119,58 @@ TEST(ReplayPlanTest, RefusesAProgramThatDeadlocks) {
   EXPECT_THAT(Message(plan), HasSubstr("deadlock"));
 }
 
+// The receive placement follows the backend's FIFOs: whatever the
+// schedule, LowerForOrdering's program passes CheckProgramOrder for the
+// ordering it was lowered for; the default (jit) lowering is refused where
+// one FIFO per rank needs strict semantics, naming what is needed.
+TEST(ReplayPlanTest, LowersForTheBackendsOrderingAndChecksIt) {
+  for (const char* name : {"1f1b", "interleaved-1f1b", "zbv", "dualpipev"}) {
+    ASSERT_OK_AND_ASSIGN(Schedule s, Generate({name, 4, 8, 0}));
+    for (P2pOrdering ordering :
+         {P2pOrdering::kByTag, P2pOrdering::kFifoPerEdge, P2pOrdering::kFifoPerRank}) {
+      ASSERT_OK_AND_ASSIGN(Schedule lowered, LowerForOrdering(s, ordering));
+      EXPECT_OK(CheckProgramOrder(lowered, ordering))
+          << name << " ordering " << static_cast<int>(ordering);
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(Schedule s, Generate({"1f1b", 4, 8, 0}));
+  ASSERT_OK_AND_ASSIGN(Schedule jit, LowerForReplay(s, RecvPlacement::kJit));
+  const absl::Status refused = CheckProgramOrder(jit, P2pOrdering::kFifoPerRank);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(refused),
+              ::testing::StartsWith("one FIFO per rank (nccl) needs a program that is "
+                                    "deadlock-free under strict semantics (lower it with --recv "
+                                    "jit-rendezvous): deadlock under strict rendezvous"));
+  ASSERT_OK_AND_ASSIGN(Schedule rendezvous, LowerForOrdering(s, P2pOrdering::kFifoPerRank));
+  ASSERT_OK_AND_ASSIGN(Schedule again, LowerForReplay(s, RecvPlacement::kJitRendezvous));
+  EXPECT_EQ(rendezvous, again);
+}
+
+// A FIFO per directed pair needs only each pair's order: the jit placement
+// where it keeps it (1F1B), the rendezvous placement where it does not.
+TEST(ReplayPlanTest, AFifoPerEdgeKeepsTheJitPlacementWhereThePairOrderHolds) {
+  ASSERT_OK_AND_ASSIGN(Schedule flat, Generate({"1f1b", 4, 8, 0}));
+  ASSERT_OK_AND_ASSIGN(Schedule per_edge, LowerForOrdering(flat, P2pOrdering::kFifoPerEdge));
+  ASSERT_OK_AND_ASSIGN(Schedule jit, LowerForReplay(flat, RecvPlacement::kJit));
+  EXPECT_EQ(per_edge, jit);
+  // A hand-made pair-order violation is named.
+  ASSERT_OK_AND_ASSIGN(Schedule swapped,
+                       ParseScheduleCsv("0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
+                                            "1RECV_F1,1RECV_F0,1F0,1F1,1B0,1SEND_B0,1B1,1SEND_B1\n"));
+  const absl::Status refused = CheckProgramOrder(swapped, P2pOrdering::kFifoPerEdge);
+  EXPECT_THAT(Message(refused),
+              ::testing::StartsWith("a FIFO per directed pair of ranks (nccl-lazy) needs every "
+                                    "pair's receives in the order of its sends"));
+  EXPECT_OK(CheckProgramOrder(swapped, P2pOrdering::kByTag));
+}
+
+TEST(ReplayPlanTest, TheEdgesOfAReplayAreEveryReplicasTransfers) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, Generate({"1f1b", 2, 4, 0}));
+  ASSERT_OK_AND_ASSIGN(Schedule lowered, LowerForReplay(s));
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, PlanReplay(lowered, Model(), MemoryPolicy::kJit));
+  EXPECT_THAT(P2pEdges(plan.executable, 2, 2),
+              ::testing::ElementsAre(Edge{0, 1}, Edge{1, 0}, Edge{2, 3}, Edge{3, 2}));
+}
+
 }  // namespace
 }  // namespace jitpipe

@@ -39,6 +39,13 @@ struct WorldBackend {
   // The backend's factory: a world of `size` ranks (Launcher::kNone), or
   // this process's share of the launched job (its size is the launcher's).
   std::function<WorldOr(int size)> create;
+  // What the device backends do differently, which a test that relies on it
+  // skips for them (naming the test that covers the backend instead):
+  // collectives of device memory only (comm/cuda, comm/nccl); transfers of
+  // device memory only, matched in posting order, not by tag (comm/nccl).
+  bool host_collectives = true;
+  bool host_transfers = true;
+  bool matches_by_tag = true;
 };
 
 void PrintTo(const WorldBackend& backend, std::ostream* os);

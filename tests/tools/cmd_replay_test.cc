@@ -1,5 +1,6 @@
 // End-to-end runs of `jitpipe replay`: the mlp check, --json, --trace, the
 // cost stage, usage errors, and a timeout with flight records.
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -127,10 +128,8 @@ TEST_P(CmdReplayUsageTest, ExitsTwoWithTheReason) {
 INSTANTIATE_TEST_SUITE_P(
     Flags, CmdReplayUsageTest,
     ::testing::Values(
-        UsageCase{{"--stage", "mlp", "--backend", "nccl"},
-                  "backend nccl is not available in this build"},
         UsageCase{{"--stage", "mlp", "--backend", "tcp"},
-                  "--backend must be inproc, mpi or nccl, not \"tcp\""},
+                  "--backend must be inproc, mpi, cuda, nccl or nccl-lazy, not \"tcp\""},
         UsageCase{{}, "--stage must be mlp or cost"},
         UsageCase{{"--stage", "gpu"}, "--stage must be mlp or cost, not \"gpu\""},
         UsageCase{{"--stage", "cost"}, "--stage cost needs --model MODEL"},
@@ -139,7 +138,33 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{{"--stage", "mlp", "--timeout", "0"},
                   "--timeout must be a positive number of seconds"},
         UsageCase{{"--stage", "mlp", "--policy", "lazy"}, "--policy must be jit or eager"},
-        UsageCase{{"--stage", "mlp", "--buffers", "pool"}, "--buffers must be tracked or arena"}));
+        UsageCase{{"--stage", "mlp", "--buffers", "pool"}, "--buffers must be tracked or arena"},
+        UsageCase{{"--stage", "mlp", "--measure-costs"},
+                  "--measure-costs needs a device backend (cuda, nccl, nccl-lazy)"},
+        UsageCase{{"--stage", "mlp", "--backend", "cuda", "--graph"},
+                  "--graph needs --backend cuda, --stage mlp, --buffers arena and --dp 1"}));
+
+// A device backend on a machine without a CUDA device (or in a build
+// without CUDA) fails with exit 1 and says so, before loading the device
+// module (tools/gpu_replay.h): never a crash. On a machine with a GPU
+// (/dev/nvidiactl) tools/gpu-check runs these backends instead.
+class CmdReplayNoDeviceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CmdReplayNoDeviceTest, ExitsOneSayingThereIsNoCudaDevice) {
+  if (std::filesystem::exists("/dev/nvidiactl")) GTEST_SKIP() << "this machine has a GPU";
+  CliResult r = RunCli({"replay", kTorchtitan, "--backend", GetParam(), "--stage", "mlp"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, StartsWith("jitpipe replay: " + kTorchtitan + ": no CUDA device"));
+  EXPECT_EQ(r.out, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, CmdReplayNoDeviceTest,
+                         ::testing::Values("cuda", "nccl", "nccl-lazy"),
+                         [](const ::testing::TestParamInfo<std::string>& backend) {
+                           std::string name = backend.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 TEST(CmdReplayTest, InvalidInputExitsOne) {
   CliResult missing = RunCli({"replay", "/nonexistent/s.csv", "--stage", "mlp"});

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
@@ -200,12 +201,121 @@ class StreamOrderedBuffers final : public BufferProvider {
   absl::flat_hash_map<RequestId, std::vector<int32_t>> retiring_;
 };
 
+// A host emulation of a device transport (comm/cuda, comm/nccl): it has a
+// device and a compute stream, and StreamWait stands for the device's
+// cudaStreamWaitEvent -- true once the inner (in-process) operation has
+// completed, which is when the one-GPU backend would have issued the copy,
+// false before (not issued: the sender has not posted). It logs the stream
+// waits, the Tests made before the step-end marker was posted, the threads
+// that post reductions and the markers.
+class DeviceLikeTransport final : public Transport {
+ public:
+  explicit DeviceLikeTransport(Transport* inner) : inner_(inner) {
+    streams_.device = 0;
+    streams_.compute = &compute_stream_;
+  }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const DeviceStreams* device_streams() const override { return &streams_; }
+  absl::StatusOr<RequestId> PostSend(int peer, uint64_t tag, absl::Span<const std::byte> bytes,
+                                     const OpInfo& info) override {
+    return inner_->PostSend(peer, tag, bytes, info);
+  }
+  absl::StatusOr<RequestId> PostRecv(int peer, uint64_t tag, absl::Span<std::byte> bytes,
+                                     const OpInfo& info) override {
+    return inner_->PostRecv(peer, tag, bytes, info);
+  }
+  absl::StatusOr<RequestId> PostAllReduce(const Group& g, absl::Span<float> d, ReduceOp op,
+                                          const OpInfo& info) override {
+    absl::MutexLock lock(&mu_);
+    reduction_threads_.push_back(std::this_thread::get_id());
+    return inner_->PostAllReduce(g, d, op, info);
+  }
+  absl::StatusOr<RequestId> PostReduceScatter(const Group& g, absl::Span<const float> in,
+                                              absl::Span<float> out, ReduceOp op,
+                                              const OpInfo& info) override {
+    return inner_->PostReduceScatter(g, in, out, op, info);
+  }
+  absl::StatusOr<bool> StreamWait(RequestId id, void* stream) override {
+    absl::MutexLock lock(&mu_);
+    if (stream != &compute_stream_) return absl::InternalError("a wait on another stream");
+    if (!completed_.contains(id)) {
+      absl::StatusOr<bool> done = inner_->Test(id);
+      if (!done.ok()) return done.status();
+      if (!*done) return false;  // not issued yet
+      completed_.insert(id);
+    }
+    stream_waits_.push_back(id);
+    return true;
+  }
+  absl::StatusOr<RequestId> PostMarker(const OpInfo&) override {
+    absl::MutexLock lock(&mu_);
+    ++markers_;
+    marker_posted_ = true;
+    return kMarkerBase + markers_;
+  }
+  absl::StatusOr<bool> Test(RequestId id) override {
+    absl::MutexLock lock(&mu_);
+    if (id > kMarkerBase) return true;
+    if (!marker_posted_) ++tests_mid_step_;
+    if (completed_.erase(id) > 0) return true;
+    return inner_->Test(id);
+  }
+  absl::Status Wait(RequestId id, absl::Duration timeout) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (id > kMarkerBase || completed_.erase(id) > 0) return absl::OkStatus();
+    }
+    return inner_->Wait(id, timeout);
+  }
+  void Abort(const std::string& reason) override { inner_->Abort(reason); }
+
+  // A new step: the next Tests are mid-step until its marker.
+  void NewStep() {
+    absl::MutexLock lock(&mu_);
+    marker_posted_ = false;
+  }
+  std::vector<RequestId> stream_waits() {
+    absl::MutexLock lock(&mu_);
+    return stream_waits_;
+  }
+  int tests_mid_step() {
+    absl::MutexLock lock(&mu_);
+    return tests_mid_step_;
+  }
+  int markers() {
+    absl::MutexLock lock(&mu_);
+    return markers_;
+  }
+  std::vector<std::thread::id> reduction_threads() {
+    absl::MutexLock lock(&mu_);
+    return reduction_threads_;
+  }
+
+ private:
+  static constexpr RequestId kMarkerBase = RequestId{1} << 60;
+  Transport* const inner_;
+  int compute_stream_ = 0;
+  DeviceStreams streams_;
+  absl::Mutex mu_;
+  absl::flat_hash_set<RequestId> completed_ ABSL_GUARDED_BY(mu_);  // seen by StreamWait
+  std::vector<RequestId> stream_waits_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread::id> reduction_threads_ ABSL_GUARDED_BY(mu_);
+  int tests_mid_step_ ABSL_GUARDED_BY(mu_) = 0;
+  int markers_ ABSL_GUARDED_BY(mu_) = 0;
+  bool marker_posted_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 struct RankRun {
   std::vector<std::string> log;
   std::vector<std::unique_ptr<ProbeStage>> stages;
   std::unique_ptr<BufferProvider> buffers;
   std::vector<StepResult> steps;
   absl::Status status;
+  // spec.device: the rank's transport (its logs; its inner transport is
+  // gone once RunRanks returns) and the thread that drove the rank.
+  std::unique_ptr<DeviceLikeTransport> device;
+  std::thread::id driver;
 };
 
 // A generated schedule, lowered and planned for ProbeStage sizes.
@@ -230,6 +340,8 @@ struct RunSpec {
   bool stream_ordered = false;  // StreamOrderedBuffers
   void* stream = nullptr;       // RankExecutorOptions::stream
   bool together = false;        // one thread drives every rank (RunStepsTogether)
+  bool device = false;          // over DeviceLikeTransport
+  int capture_from = -1;        // together: the steps from this one are captured (SetCapturing)
 };
 
 // What one rank runs with, made before any rank starts.
@@ -272,6 +384,10 @@ std::vector<RankRun> RunRanks(const ReplayPlan& plan, const RunSpec& spec) {
       setup.slow = std::make_unique<SlowSendTransport>(setup.transport, spec.slow_send_polls);
       setup.transport = setup.slow.get();
     }
+    if (spec.device) {
+      run.device = std::make_unique<DeviceLikeTransport>(setup.transport);
+      setup.transport = run.device.get();
+    }
     RankExecutorOptions options;
     options.timeout = absl::Seconds(20);
     options.stream = spec.stream;
@@ -287,6 +403,14 @@ std::vector<RankRun> RunRanks(const ReplayPlan& plan, const RunSpec& spec) {
       executors.push_back(setup.executor.get());
     }
     for (int step = 0; step < spec.steps; ++step) {
+      for (RankRun& run : runs) {
+        run.driver = std::this_thread::get_id();
+        if (run.device != nullptr) run.device->NewStep();
+      }
+      if (step == spec.capture_from) {
+        for (int r = 0; r < s.pp; ++r) runs[r].status = executors[r]->SetCapturing(true);
+        if (!runs[0].status.ok()) break;
+      }
       std::vector<StepResult> results;
       absl::Status status = RunStepsTogether(executors, results);
       if (!status.ok()) {
@@ -301,6 +425,8 @@ std::vector<RankRun> RunRanks(const ReplayPlan& plan, const RunSpec& spec) {
     RankRun& run = runs[rank];
     RankSetup& setup = setups[rank];
     for (int step = 0; run.status.ok() && step < spec.steps; ++step) {
+      run.driver = std::this_thread::get_id();
+      if (run.device != nullptr) run.device->NewStep();
       absl::StatusOr<StepResult> result = setup.executor->RunStep();
       run.status = result.status();
       if (result.ok()) run.steps.push_back(*std::move(result));
@@ -547,6 +673,123 @@ TEST(RankExecutorTest, HandsEveryStageCallTheRanksContext) {
       EXPECT_EQ(ctx.device, -1);
       EXPECT_EQ(ctx.stream, &stream);
     }
+  }
+}
+
+// Over a device transport the waits are stream dependencies: every receive
+// a compute consumes becomes one StreamWait on the rank's compute stream,
+// nothing is tested mid-step (a step captured into a CUDA graph could not
+// be), each REDUCE_GRAD is posted from the rank's own thread (no reduction
+// thread), two markers per step (one ends the compute, after which a
+// device stage's losses are read; one that the step's end waits for, behind
+// what FinishStep enqueued), the stage calls get the transport's device
+// and stream, and the data still arrives in order
+// (ProbeStage checks every input) -- a thread per rank, or one for all.
+TEST(RankExecutorTest, OverADeviceTransportWaitsBecomeStreamDependencies) {
+  for (const char* schedule : {"1f1b", "interleaved-1f1b", "zbv"}) {
+    ASSERT_OK_AND_ASSIGN(ReplayPlan plan, ProbePlan(schedule, 4, 8, MemoryPolicy::kJit));
+    const std::vector<RankRun> host = RunRanks(plan, {.steps = 2});
+    for (bool together : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(schedule, together ? ", one thread" : ", a thread per rank"));
+      std::vector<RankRun> runs = RunRanks(
+          plan, {.steps = 2, .stream_ordered = true, .together = together, .device = true});
+      for (int r = 0; r < 4; ++r) {
+        ASSERT_OK(runs[r].status) << "rank " << r;
+        EXPECT_EQ(runs[r].log, host[r].log) << "rank " << r;
+        size_t recvs = 0, reductions = 0;
+        for (const ExecStep& step : plan.executable.ranks[r].steps) {
+          recvs += IsRecv(step.kind) ? 1 : 0;
+          reductions += step.kind == ActionKind::kReduceGrad && step.buffer != kNoBuffer ? 1 : 0;
+        }
+        DeviceLikeTransport& device = *runs[r].device;
+        EXPECT_EQ(device.stream_waits().size(), 2 * recvs) << "rank " << r;
+        EXPECT_EQ(device.tests_mid_step(), 0) << "rank " << r;
+        EXPECT_EQ(device.markers(), 4) << "rank " << r;
+        ASSERT_GT(reductions, 0u);
+        EXPECT_THAT(device.reduction_threads(),
+                    ::testing::AllOf(::testing::SizeIs(2 * reductions),
+                                     ::testing::Each(runs[r].driver)))
+            << "rank " << r;
+        for (int step = 0; step < 2; ++step) {
+          EXPECT_EQ(runs[r].steps[step].loss, host[r].steps[step].loss);
+          EXPECT_LE(runs[r].steps[step].start_us, runs[r].steps[step].compute_end_us);
+          EXPECT_LE(runs[r].steps[step].compute_end_us, runs[r].steps[step].end_us);
+        }
+        for (const ExecutionContext& ctx : runs[r].stages[0]->contexts()) {
+          EXPECT_EQ(ctx.device, 0);
+          EXPECT_EQ(ctx.stream, device.device_streams()->compute);
+        }
+        EXPECT_EQ(runs[r].buffers->live_bytes(), 0) << "rank " << r;
+      }
+    }
+  }
+}
+
+// A step captured into a CUDA graph only enqueues: after an ordinary step,
+// the captured one posts no marker and tests nothing (a query of captured
+// work would fail the capture), its stage calls are the same and see the
+// same data, its loss is left to the caller (0), and its buffers are all
+// released. Capture needs a device transport and a stream-ordered provider.
+TEST(RankExecutorTest, ACapturedStepOnlyEnqueues) {
+  for (const char* schedule : {"1f1b", "zbv"}) {
+    SCOPED_TRACE(schedule);
+    ASSERT_OK_AND_ASSIGN(ReplayPlan plan, ProbePlan(schedule, 4, 8, MemoryPolicy::kJit));
+    std::vector<RankRun> runs = RunRanks(plan, {.steps = 2, .stream_ordered = true,
+                                                .together = true, .device = true,
+                                                .capture_from = 1});
+    for (int r = 0; r < 4; ++r) {
+      ASSERT_OK(runs[r].status) << "rank " << r;
+      ASSERT_EQ(runs[r].steps.size(), 2u);
+      const size_t half = runs[r].log.size() / 2;
+      EXPECT_EQ(std::vector<std::string>(runs[r].log.begin(), runs[r].log.begin() + half),
+                std::vector<std::string>(runs[r].log.begin() + half, runs[r].log.end()))
+          << "rank " << r;
+      EXPECT_EQ(runs[r].device->markers(), 2) << "rank " << r;  // the first step's only
+      EXPECT_EQ(runs[r].device->tests_mid_step(), 0) << "rank " << r;
+      EXPECT_EQ(runs[r].steps[1].loss, 0);
+      EXPECT_EQ(runs[r].buffers->live_bytes(), 0) << "rank " << r;
+    }
+  }
+  // Over a host transport there is nothing to capture.
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, ProbePlan("1f1b", 2, 2, MemoryPolicy::kJit));
+  std::vector<RankRun> host = RunRanks(plan, {.steps = 1, .together = true, .capture_from = 0});
+  EXPECT_EQ(host[0].status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(host[0].status.message()),
+              ::testing::HasSubstr("only a step over a device transport"));
+}
+
+// A receive whose sender never posts is never issued to the device: the
+// host waits for the post, and the wait ends after the timeout with the
+// message of a host transport's wait, polled or blocking.
+TEST(RankExecutorTest, AReceiveNeverIssuedTimesOutLikeAHostWait) {
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, ProbePlan("gpipe", 2, 2, MemoryPolicy::kJit));
+  const Schedule& s = plan.schedule;
+  std::vector<std::string> log;
+  ProbeStage stage1(1, false, true, &log);
+  std::vector<Stage*> stages = {nullptr, &stage1};
+  RankExecutorOptions options;
+  options.timeout = absl::Milliseconds(50);
+  for (bool polled : {true, false}) {
+    std::unique_ptr<InProcessWorld> world = CreateInProcessWorld(2);
+    DeviceLikeTransport device(&world->transport(1));
+    StreamOrderedBuffers buffers(plan.executable.ranks[1].buffer_bytes);
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<RankExecutor> executor,
+                         RankExecutor::Create(s, plan.executable, 1, &device, stages, &buffers,
+                                              nullptr, options));
+    absl::Status timed_out;
+    if (polled) {
+      RankExecutor* const one[] = {executor.get()};
+      std::vector<StepResult> results;
+      timed_out = RunStepsTogether(one, results);
+    } else {
+      timed_out = executor->RunStep().status();
+    }
+    EXPECT_EQ(timed_out.code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_EQ(timed_out.message(),
+              "rank 1, index 1 (1F0): timed out after 50ms waiting for receive 1RECV_F0 from "
+              "rank 0 (index 0)");
+    EXPECT_TRUE(device.stream_waits().empty());
+    world->Abort(1, "the test ends");
   }
 }
 

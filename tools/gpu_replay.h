@@ -1,0 +1,105 @@
+// `jitpipe replay --backend cuda|nccl|nccl-lazy`: the device replay, which
+// lives in a module of its own (libjitpipe_gpu.so, gpu_replay.cc) that the
+// CLI loads with dlopen only when a device backend is asked for
+// (gpu_module.cc). Why: libnccl and libcublas cost the process about a
+// second to load (measured here: a program linked against both starts in
+// 1.2 s instead of 16 ms), which every other subcommand must not pay. The
+// CLI itself links the CUDA runtime statically (no libcudart at start-up,
+// libcuda is opened at the first CUDA call) and checks for a device first
+// (CheckCudaDevice), so that a machine without one fails fast, with "no
+// CUDA device", without loading the module.
+//
+// The module is built from this tree with the same compiler and flags as
+// the CLI and is found next to the executable (the build tree) or in
+// ../lib (an install). Both sides pass C++ objects of this header across;
+// kGpuReplayAbi changes with any change of it or of the types it names.
+// The module carries its own copies of the project's static libraries:
+// objects cross by pointer and virtual call only, and what it returns is
+// plain data.
+#ifndef JITPIPE_TOOLS_GPU_REPLAY_H_
+#define JITPIPE_TOOLS_GPU_REPLAY_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/replay.h"
+#include "runtime/replay_plan.h"
+#include "stages/exec/stage.h"
+#include "stages/reference/mlp_reference.h"
+#include "stages/reference/mlp_stage.h"
+#include "tools/gpu_stage_timer.h"
+
+namespace jitpipe::cli {
+
+inline constexpr int kGpuReplayAbi = 1;
+
+// What `--graph` measured (gpu_graph_step.h, GraphSteps).
+struct GraphStepsReport {
+  int steps = 0;
+  size_t nodes = 0;
+  double eager_host_us = 0;
+  double graph_host_us = 0;
+  double eager_loss = 0;
+  double graph_loss = 0;
+  MlpComparison check;
+};
+
+struct GpuReplayRequest {
+  std::string backend;  // cuda | nccl | nccl-lazy
+  const ReplayPlan* plan = nullptr;
+  // The CLI's host stages (the cpu mlp or the cost stage), run staged
+  // through host memory (stages/device/host_staged_stage.h) unless
+  // `device_mlp` is set.
+  StageFactory* host_stages = nullptr;
+  // Set with --stage mlp: the cpu mlp whose options and layout the check
+  // uses (and, when staged, the stages that ran).
+  MlpStageFactory* mlp = nullptr;
+  // --stage mlp on the one-GPU backend: the cuBLAS mlp
+  // (stages/reference/cuda_mlp_stage.h) in fp32, checked against the cpu
+  // reference through its own gradients.
+  bool device_mlp = false;
+  // Time every stage call on the device (gpu_stage_timer.h): the costs to
+  // simulate with.
+  bool measure_costs = false;
+  // Then, with the device mlp and arena buffers at dp 1: options.steps
+  // eager steps, one captured as a CUDA graph, options.steps replays of it
+  // (gpu_graph_step.h), timed and checked.
+  bool graph = false;
+  ReplayOptions options;
+};
+
+struct GpuReplayOutcome {
+  ReplayResult result;
+  // False on an NCCL process other than world rank 0: it reports nothing.
+  bool report = true;
+  // With a device mlp: the worst step's check (computed in the module,
+  // where the device gradients are).
+  std::optional<MlpComparison> device_check;
+  // With measure_costs: each of this process's stages' mean device times.
+  std::vector<MeasuredStageCosts> costs;
+  // With graph: the eager and graph-replayed steps.
+  std::optional<GraphStepsReport> graph;
+};
+
+// The module's entry point, exported as "jitpipe_gpu_replay" with C
+// linkage (a function of this type).
+using GpuReplayFn = absl::StatusOr<GpuReplayOutcome> (*)(const GpuReplayRequest& request);
+// Exported as "jitpipe_gpu_replay_abi".
+using GpuReplayAbiFn = int (*)();
+
+// In the CLI (gpu_module.cc): the device check, then the module's replay.
+// Errors: Unavailable "no CUDA device (...)" or "this build has no CUDA
+// backend ..."; FailedPrecondition when the module cannot be loaded or is
+// of another ABI; the replay's.
+absl::StatusOr<GpuReplayOutcome> RunGpuReplay(const GpuReplayRequest& request);
+
+// The ordering a device backend matches transfers by (comm/world.h), to
+// lower for before the world exists: cuda by tag, nccl one FIFO per rank,
+// nccl-lazy one per directed edge.
+P2pOrdering GpuBackendOrdering(const std::string& backend);
+
+}  // namespace jitpipe::cli
+
+#endif  // JITPIPE_TOOLS_GPU_REPLAY_H_
