@@ -106,7 +106,8 @@ std::string CommandHelp(const Command& command) {
 
 std::string ProgramHelp() {
   std::string out =
-      "usage: jitpipe <command> [options]   (jitpipe <command> --help for details)\n\n"
+      "usage: jitpipe <command> [options]   (jitpipe <command> --help for details)\n"
+      "       jitpipe --version\n\n"
       "commands:\n";
   for (const Command& c : AllCommands()) {
     std::string first_sentence(c.summary.substr(0, c.summary.find(". ") + 1));

@@ -41,7 +41,7 @@
 #include "tools/common_flags.h"
 #include "traces/chrome_trace_writer.h"
 #include "traces/timeline_trace.h"
-#include "comm/mpi/mpi_world.h"
+#include "comm/world_plugin.h"
 #include "runtime/mlp_gradients.h"
 
 ABSL_DECLARE_FLAG(std::string, policy);  // cmd_plan.cc: jit | eager
@@ -76,7 +76,9 @@ namespace {
 
 constexpr double kMlpTolerance = 1e-5;
 
-// Set by jitpipe::comm_mpi and jitpipe::comm_cuda (comm/CMakeLists.txt).
+// JITPIPE_HAVE_MPI: whether this build has the MPI backend's module
+// (tools/CMakeLists.txt); JITPIPE_HAVE_CUDA: set by jitpipe::comm_cuda
+// (comm/CMakeLists.txt).
 constexpr bool kHaveMpi = JITPIPE_HAVE_MPI != 0;
 constexpr bool kHaveCuda = JITPIPE_HAVE_CUDA != 0;
 
@@ -408,10 +410,12 @@ int RunReplay(const Command& command, const Invocation& invocation) {
   };
   absl::StatusOr<ReplayResult> result;
   // --backend mpi: this process is one world rank of `mpirun -np pp*dp`
-  // (runtime/replay.h); world rank 0 reports, the others only fail.
-  std::unique_ptr<MpiWorld> mpi;
+  // (runtime/replay.h); world rank 0 reports, the others only fail. The
+  // world comes from the backend's module (comm/world_plugin.h): only this
+  // command, with this flag, loads Open MPI.
+  std::unique_ptr<World> mpi;
   if (f.backend == "mpi") {
-    absl::StatusOr<std::unique_ptr<MpiWorld>> started = CreateMpiWorld(nullptr, nullptr, {});
+    absl::StatusOr<std::unique_ptr<World>> started = LoadWorld("mpi");
     if (!started.ok()) return Fail(command, started.status());
     mpi = *std::move(started);
     result = jitpipe::RunReplay(plan->schedule, plan->executable, plan->plans, *factory, *mpi,
@@ -420,7 +424,7 @@ int RunReplay(const Command& command, const Invocation& invocation) {
       absl::Status gathered = GatherMlpGradients(plan->schedule, *mlp, *mpi, f.run.timeout);
       if (!gathered.ok()) result = gathered;
     }
-    if (result.ok() && mpi->rank() != 0) return kExitOk;
+    if (result.ok() && !mpi->is_root()) return kExitOk;
   }
   if (f.backend == "inproc") {
     result = RunInProcess(plan->schedule, plan->executable, plan->plans, *factory, f.run);

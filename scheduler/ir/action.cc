@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cctype>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -143,15 +144,131 @@ absl::StatusOr<Action> ParseSimple(Cursor& c) {
   return Action::Make(info->kind, *stage, *mb);
 }
 
+// Files hold millions of actions: ParseAction tries this first.
 }  // namespace
 
-absl::string_view KindName(ActionKind kind) {
-  if (kind == ActionKind::kOverlapFB) return kOverlapName;
-  if (kind == ActionKind::kBubble) return "";
-  for (const KindInfo& k : kSimpleKindsLongestFirst) {
-    if (k.kind == kind) return k.name;
+bool TryParseSimpleAction(absl::string_view text, Action* out) {
+  const char* p = text.data();
+  const char* const end = p + text.size();
+  // A number without sign or leading zeros that fits in 31 bits.
+  auto number = [&](int32_t* value) {
+    if (p == end || *p < '0' || *p > '9') return false;
+    if (*p == '0' && p + 1 < end && p[1] >= '0' && p[1] <= '9') return false;
+    int64_t v = 0;
+    int digits = 0;
+    while (p < end && *p >= '0' && *p <= '9') {
+      v = v * 10 + (*p++ - '0');
+      if (++digits > 10) return false;
+    }
+    if (v > std::numeric_limits<int32_t>::max()) return false;
+    *value = static_cast<int32_t>(v);
+    return true;
+  };
+  int32_t stage = 0;
+  if (!number(&stage) || p == end) return false;
+  // The kind, by its first letter, longest name first as in
+  // kSimpleKindsLongestFirst ("WAIT_SEND_F" before "W").
+  auto is = [&](absl::string_view name) {
+    return static_cast<size_t>(end - p) >= name.size() && absl::string_view(p, name.size()) == name;
+  };
+  ActionKind kind;
+  size_t length = 1;
+  switch (*p) {
+    case 'F': kind = ActionKind::kForward; break;
+    case 'B': kind = ActionKind::kBackward; break;
+    case 'I': kind = ActionKind::kBackwardInput; break;
+    case 'W':
+      if (is("WAIT_SEND_F")) {
+        kind = ActionKind::kWaitSendF;
+      } else if (is("WAIT_SEND_B")) {
+        kind = ActionKind::kWaitSendB;
+      } else if (is("WAIT_REDUCE_GRAD")) {
+        kind = ActionKind::kWaitReduceGrad;
+      } else {
+        kind = ActionKind::kBackwardWeight;
+      }
+      break;
+    case 'S':
+      if (!is("SEND_F") && !is("SEND_B")) return false;
+      kind = p[5] == 'F' ? ActionKind::kSendF : ActionKind::kSendB;
+      break;
+    case 'R':
+      if (is("RECV_F")) {
+        kind = ActionKind::kRecvF;
+      } else if (is("RECV_B")) {
+        kind = ActionKind::kRecvB;
+      } else if (is("RESHARD")) {
+        kind = ActionKind::kReshard;
+      } else if (is("REDUCE_GRAD")) {
+        kind = ActionKind::kReduceGrad;
+      } else {
+        return false;
+      }
+      break;
+    case 'U':
+      if (!is("UNSHARD")) return false;
+      kind = ActionKind::kUnshard;
+      break;
+    default:
+      return false;
   }
-  return "?";
+  if (kind != ActionKind::kForward && kind != ActionKind::kBackward &&
+      kind != ActionKind::kBackwardInput && kind != ActionKind::kBackwardWeight) {
+    length = KindName(kind).size();
+  }
+  p += length;
+  if (!HasMicrobatch(kind)) {
+    if (p != end) return false;
+    *out = Action::StageWide(kind, stage);
+    return true;
+  }
+  int32_t microbatch = 0;
+  if (!number(&microbatch) || p != end) return false;
+  *out = Action::Make(kind, stage, microbatch);
+  return true;
+}
+
+namespace {
+
+// Writes n's decimal digits at `to`; returns the end. REQUIRES: n >= 0.
+char* WriteDecimal(int32_t n, char* to) {
+  char digits[10];
+  int count = 0;
+  do {
+    digits[count++] = static_cast<char>('0' + n % 10);
+    n /= 10;
+  } while (n > 0);
+  while (count > 0) *to++ = digits[--count];
+  return to;
+}
+
+}  // namespace
+
+void AppendActionText(const Action& action, std::string* out) {
+  if (action.is_bubble()) return;
+  if (action.is_compound() || action.stage < 0 ||
+      (HasMicrobatch(action.kind) && action.microbatch < 0)) {
+    out->append(action.ToString());
+    return;
+  }
+  const absl::string_view name = KindName(action.kind);
+  char buffer[48];
+  char* p = WriteDecimal(action.stage, buffer);
+  std::memcpy(p, name.data(), name.size());
+  p += name.size();
+  if (HasMicrobatch(action.kind)) p = WriteDecimal(action.microbatch, p);
+  out->append(buffer, static_cast<size_t>(p - buffer));
+}
+
+absl::string_view KindName(ActionKind kind) {
+  // By the enum's value (action.h); every writer calls this per action.
+  static constexpr absl::string_view kNames[kNumActionKinds] = {
+      "F",      "B",      "I",       "W",           "SEND_F",      "RECV_F",
+      "SEND_B", "RECV_B", "UNSHARD", "RESHARD",     "REDUCE_GRAD", "WAIT_SEND_F",
+      "WAIT_SEND_B",      "WAIT_REDUCE_GRAD",       kOverlapName,  ""};
+  static_assert(static_cast<int>(ActionKind::kBubble) == kNumActionKinds - 1);
+  const auto index = static_cast<size_t>(kind);
+  return index < kNumActionKinds ? kNames[index] : "?";
 }
 
 Action Action::StageWide(ActionKind kind, int32_t stage) {
@@ -186,6 +303,7 @@ std::string Action::ToString() const {
 }
 
 absl::StatusOr<Action> ParseAction(absl::string_view text) {
+  if (Action fast; TryParseSimpleAction(text, &fast)) return fast;
   size_t begin = 0;
   size_t end = text.size();
   while (begin < end && absl::ascii_isspace(static_cast<unsigned char>(text[begin]))) ++begin;

@@ -198,6 +198,17 @@ static_assert(sizeof(Action) == 24, "programs hold millions of actions; keep Act
 //   cannot parse action "0F1x": unexpected "x" at character 4; expected the end of the action
 absl::StatusOr<Action> ParseAction(absl::string_view text);
 
+// ParseAction's common case on its own: a simple action of digits, capital
+// letters and underscores only, e.g. "12SEND_F3" or "4REDUCE_GRAD". Returns
+// true and sets *out when `text` is one, exactly as ParseAction would;
+// false for anything else (an error, whitespace, a compound), which
+// ParseAction then reads and explains.
+bool TryParseSimpleAction(absl::string_view text, Action* out);
+
+// Appends ToString()'s text to *out, without a temporary string (writers of
+// millions of actions: schedule_json.cc, schedule_csv.cc).
+void AppendActionText(const Action& action, std::string* out);
+
 // Calls `fn(const Action&)` on the compute parts of `action`: the action
 // itself when it is F, B, I or W; each sub-action of an OVERLAP_F_B; nothing
 // otherwise.

@@ -11,6 +11,7 @@
 #include "base/json_document.h"
 #include "base/status_macros.h"
 #include "scheduler/ir/program_facts.h"
+#include "scheduler/ir/schedule_json_scan.h"
 
 namespace jitpipe {
 namespace {
@@ -237,7 +238,11 @@ absl::StatusOr<Schedule> ResolveHeader(Schedule s, const WrittenFields& written)
   return s;
 }
 
-absl::StatusOr<Schedule> FromDocument(const nlohmann::json& doc) {
+// The schedule `doc` describes. Its programs are read from doc["ranks"],
+// or taken from *scanned_ranks when the fast path (schedule_json_scan.h)
+// has read them already.
+absl::StatusOr<Schedule> FromDocument(const nlohmann::json& doc,
+                                      std::vector<RankProgram>* scanned_ranks) {
   RETURN_IF_ERROR(CheckFormatAndVersion(doc, kScheduleFormat, kScheduleVersion));
   Schedule s;
   if (Has(doc, "schedule")) {
@@ -255,6 +260,14 @@ absl::StatusOr<Schedule> FromDocument(const nlohmann::json& doc) {
   }
   ASSIGN_OR_RETURN(WrittenFields written, ParseOptionalFields(doc, pp, v));
 
+  if (scanned_ranks != nullptr) {
+    if (static_cast<int64_t>(scanned_ranks->size()) != pp) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"ranks\" has ", scanned_ranks->size(), " programs but pp is ", pp));
+    }
+    s.ranks = std::move(*scanned_ranks);
+    return ResolveHeader(std::move(s), written);
+  }
   auto ranks = doc.find("ranks");
   if (ranks == doc.end() || !ranks->is_array()) {
     return absl::InvalidArgumentError("\"ranks\" must be an array with one program per rank");
@@ -271,28 +284,41 @@ absl::StatusOr<Schedule> FromDocument(const nlohmann::json& doc) {
 }
 
 void AppendProgram(std::string& out, const RankProgram& program) {
-  out += "[";
+  out += '[';
   for (size_t i = 0; i < program.size(); ++i) {
-    if (i > 0) out += ", ";
+    if (i > 0) out.append(", ", 2);
     if (program[i].is_bubble()) {
-      out += "null";
+      out.append("null", 4);
     } else {
-      absl::StrAppend(&out, "\"", program[i].ToString(), "\"");
+      out += '"';
+      AppendActionText(program[i], &out);
+      out += '"';
     }
   }
-  out += "]";
+  out += ']';
 }
 
 }  // namespace
 
+// Well-formed documents take the fast path; anything it does not take --
+// every invalid document among them -- is read the exact way, whose errors
+// are the reader's messages (schedule_json_scan.h). A document the fast
+// path reads but the header checks refuse is read again the exact way too,
+// so that which error comes first does not depend on the path.
 absl::StatusOr<Schedule> ParseScheduleJson(absl::string_view text) {
+  if (std::optional<ScannedScheduleJson> scanned = ScanScheduleJson(text)) {
+    absl::StatusOr<Schedule> schedule = FromDocument(scanned->header, &scanned->ranks);
+    if (schedule.ok()) return schedule;
+  }
   ASSIGN_OR_RETURN(nlohmann::json doc, ParseJsonDocument(text));
-  return FromDocument(doc);
+  return FromDocument(doc, nullptr);
 }
 
 std::string ScheduleToJson(const Schedule& s) {
   std::string out;
-  out.reserve(64 + s.TotalActions() * 10);
+  // Lowered actions take 10 to 16 bytes ("12SEND_F345", quotes, ", ");
+  // capacity never written is never touched.
+  out.reserve(256 + s.stage_to_rank.size() * 6 + s.TotalActions() * 16);
   absl::StrAppend(&out, "{\"format\": \"", kScheduleFormat, "\", \"version\": ",
                   kScheduleVersion, ", \"schedule\": ", JsonQuote(s.name), ",\n");
   absl::StrAppend(&out, " \"pp\": ", s.pp, ", \"stages_per_rank\": ", s.stages_per_rank,

@@ -53,5 +53,23 @@ TEST(AtomicFileTest, ErrorsNameThePath) {
   EXPECT_EQ(ReadFile("/nonexistent/f").status().code(), absl::StatusCode::kNotFound);
 }
 
+// ReadFile sizes its buffer from the file: sizes around its first guess and
+// beyond read whole; a non-regular file (a pipe) grows it; a directory reads
+// as empty, as the stream-based reader did.
+TEST(AtomicFileTest, ReadFileReadsWholeFilesOfAnySize) {
+  std::string dir = testing::MakeTempDir("read_file");
+  for (size_t size : {size_t{0}, size_t{1}, size_t{65535}, size_t{65536}, size_t{200000}}) {
+    std::string contents(size, 'x');
+    for (size_t i = 0; i < size; ++i) contents[i] = static_cast<char>('a' + i % 26);
+    ASSERT_OK(WriteFileAtomically(dir + "/f.txt", contents));
+    ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(dir + "/f.txt"));
+    EXPECT_EQ(text, contents) << size;
+  }
+  ASSERT_OK_AND_ASSIGN(std::string self, ReadFile("/proc/self/status"));
+  EXPECT_NE(self.find("Name:"), std::string::npos);
+  ASSERT_OK_AND_ASSIGN(std::string directory, ReadFile(dir));
+  EXPECT_EQ(directory, "");
+}
+
 }  // namespace
 }  // namespace jitpipe

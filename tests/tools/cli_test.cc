@@ -92,6 +92,13 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{"OptionWithoutValue", {"convert", "a.csv", "-o"}, "option -o needs a value"}),
     [](const ::testing::TestParamInfo<UsageCase>& param_info) { return param_info.param.name; });
 
+TEST(CliTest, VersionPrintsTheProjectVersionAndExitsZero) {
+  CliResult r = RunCli({"--version"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::MatchesRegex("jitpipe [0-9]+\\.[0-9]+\\.[0-9]+\n"));
+  EXPECT_EQ(r.err, "");
+}
+
 TEST(CliTest, HelpForEachCommandExitsZero) {
   for (const char* command : {"show", "convert", "validate"}) {
     CliResult r = RunCli({command, "--help"});

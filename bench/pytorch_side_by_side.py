@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""PyTorch's own schedule functions and the jitpipe CLI, timed side by side.
+
+    bench/pytorch_side_by_side.py --schedules PATH/schedules.py [--rounds 7] JITPIPE...
+
+PATH/schedules.py is PyTorch's torch/distributed/pipelining/schedules.py, a
+copy you bring (PyTorch's code stays out of this repository; see README.md,
+"Side by side with PyTorch"). It is imported under CPython with torch
+stubbed: every `torch...` module, and the package-relative `.stage`,
+`.microbatch` and `._utils`, are permissive placeholders, which the
+functions timed here never touch.
+
+Per case, alternated round by round (a shared machine drifts):
+  PyTorch  Interleaved1F1B's order (ScheduleInterleaved1F1B.
+           _calculate_single_rank_operations for every rank), _validate_schedule,
+           _add_unshard_reshard on every rank, then _add_send_recv: what its
+           runtime does before the first step (the issue 19 recipe);
+  jitpipe  for each JITPIPE binary: `generate` then `lower --recv early`, two
+           processes, files in a scratch directory.
+Prints a markdown table of medians and PyTorch / jitpipe ratios. First it
+checks that PyTorch's _add_send_recv (without FSDP) and `lower --recv early`
+produce the same programs at pp 8 m 64 v 4, so both sides do the same work.
+"""
+import argparse
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import types
+
+CASES = [(8, 64, 4), (32, 256, 4)]
+
+
+class _Placeholder:
+    """Anything torch would provide: a class that can be called, subclassed,
+    subscripted and joined with | in annotations."""
+
+    def __class_getitem__(cls, item):
+        return cls
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+
+class _PermissiveModule(types.ModuleType):
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Placeholder
+
+
+class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves a permissive module for torch and its submodules, and for the
+    pipelining package's own modules other than schedules."""
+
+    def __init__(self, package):
+        self.package = package
+
+    def find_spec(self, fullname, path, target=None):
+        stub = fullname == "torch" or fullname.startswith("torch.") or (
+            fullname.startswith(self.package + ".") and fullname != self.package + ".schedules")
+        if not stub:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+
+    def create_module(self, spec):
+        module = _PermissiveModule(spec.name)
+        module.__path__ = []
+        return module
+
+    def exec_module(self, module):
+        pass
+
+
+def load_schedules(path):
+    package = "_pytorch_pipelining"
+    sys.meta_path.insert(0, _StubFinder(package))
+    parent = types.ModuleType(package)
+    parent.__path__ = [os.path.dirname(os.path.abspath(path))]
+    sys.modules[package] = parent
+    spec = importlib.util.spec_from_file_location(package + ".schedules", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def pytorch_order(pt, pp, m, v):
+    """ScheduleInterleaved1F1B.__init__'s order, without stages: the method
+    reads only these attributes."""
+    schedule = object.__new__(pt.ScheduleInterleaved1F1B)
+    schedule.pp_group_size = pp
+    schedule.n_local_stages = v
+    schedule._n_microbatches = m
+    schedule.number_of_rounds = max(1, m // pp)
+    schedule.microbatches_per_round = m // schedule.number_of_rounds
+    return {rank: schedule._calculate_single_rank_operations(rank) for rank in range(pp)}
+
+
+def pytorch(pt, pp, m, v, fsdp=True):
+    order = pytorch_order(pt, pp, m, v)
+    stage_to_rank = pt._validate_schedule(order, pp, pp * v, m)
+    if fsdp:
+        order = {rank: pt._add_unshard_reshard(order[rank]) for rank in order}
+    return pt._add_send_recv(order, lambda stage: stage_to_rank[stage], pp * v)
+
+
+def jitpipe(binary, pp, m, v, scratch):
+    generated, lowered = os.path.join(scratch, "g.json"), os.path.join(scratch, "l.json")
+    start = time.perf_counter()
+    subprocess.run([binary, "generate", "--schedule", "interleaved-1f1b", "--pp", str(pp),
+                    "--microbatches", str(m), "--stages-per-rank", str(v), "-o", generated],
+                   check=True)
+    subprocess.run([binary, "lower", generated, "--recv", "early", "-o", lowered], check=True)
+    return time.perf_counter() - start, lowered
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--schedules", required=True, help="PyTorch's schedules.py")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("binaries", nargs="+", help="jitpipe executables")
+    args = parser.parse_args()
+    pt = load_schedules(args.schedules)
+    with tempfile.TemporaryDirectory() as scratch:
+        _, lowered = jitpipe(args.binaries[-1], 8, 64, 4, scratch)
+        ours = json.load(open(lowered))["ranks"]
+        theirs = pytorch(pt, 8, 64, 4, fsdp=False)
+        same = all([str(a) for a in theirs[rank]] == ours[rank] for rank in range(8))
+        print(f"pp8 m64 v4: PyTorch's _add_send_recv and `lower --recv early` agree: {same}")
+        print("| case | PyTorch | " + " | ".join(f"CLI `{b}`" for b in args.binaries) + " |")
+        print("|---|---|" + "---|" * len(args.binaries))
+        for pp, m, v in CASES:
+            theirs_s, ours_s = [], [[] for _ in args.binaries]
+            for _ in range(args.rounds):
+                start = time.perf_counter()
+                pytorch(pt, pp, m, v)
+                theirs_s.append(time.perf_counter() - start)
+                for i, binary in enumerate(args.binaries):
+                    ours_s[i].append(jitpipe(binary, pp, m, v, scratch)[0])
+            base = statistics.median(theirs_s) * 1e3
+            cells = [f"{statistics.median(s) * 1e3:.1f} ms ({base / (statistics.median(s) * 1e3):.1f}x)"
+                     for s in ours_s]
+            print(f"| Interleaved1F1B pp{pp} m{m} v{v} | {base:.1f} ms | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
