@@ -3,7 +3,7 @@
 # its threaded, GPU-host and MPI suites, the demo end to end, its traces in
 # the DevTools trace engine, every suite under ASan+UBSan, the threaded
 # suites under TSan, an install consumed by a separate CMake project, and
-# every libFuzzer target for 10 s on its seeds.
+# every libFuzzer target for 5 s on its seeds.
 # Usage: tools/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,6 +56,6 @@ stage "ThreadSanitizer build + the tests labelled threads (runtime, transports, 
 
 stage "install + find_package(jitpipe) consumer" tools/check-install.sh build/default
 
-stage "libFuzzer targets, 10 s each (longer: tools/fuzz.sh 600)" tools/fuzz.sh 10
+stage "libFuzzer targets, 5 s each (longer: tools/fuzz.sh 600)" tools/fuzz.sh 5
 
 echo "== all stages passed in $SECONDS s"
