@@ -7,8 +7,8 @@ PATH/schedules.py is PyTorch's torch/distributed/pipelining/schedules.py, a
 copy you bring (PyTorch's code stays out of this repository; see README.md,
 "Side by side with PyTorch"). It is imported under CPython with torch
 stubbed: every `torch...` module, and the package-relative `.stage`,
-`.microbatch` and `._utils`, are permissive placeholders, which the
-functions timed here never touch.
+`.microbatch` and `._utils`, are permissive stand-in modules whose every
+attribute is _AnyTorchObject; the functions timed here never touch them.
 
 Per case, alternated round by round (a shared machine drifts):
   PyTorch  Interleaved1F1B's order (ScheduleInterleaved1F1B.
@@ -37,7 +37,7 @@ import types
 CASES = [(8, 64, 4), (32, 256, 4)]
 
 
-class _Placeholder:
+class _AnyTorchObject:
     """Anything torch would provide: a class that can be called, subclassed,
     subscripted and joined with | in annotations."""
 
@@ -52,7 +52,7 @@ class _PermissiveModule(types.ModuleType):
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
-        return _Placeholder
+        return _AnyTorchObject
 
 
 class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
