@@ -8,7 +8,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::atomic_file_test {
 namespace {
 
 TEST(AtomicFileTest, CommitReplacesTheFileWholeWithOrdinaryPermissions) {
@@ -72,4 +72,4 @@ TEST(AtomicFileTest, ReadFileReadsWholeFilesOfAnySize) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::atomic_file_test

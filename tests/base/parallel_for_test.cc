@@ -10,7 +10,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 
-namespace jitpipe {
+namespace jitpipe::parallel_for_test {
 namespace {
 
 struct Case {
@@ -72,4 +72,4 @@ TEST(ParallelForConcurrencyTest, RunsCallsSideBySide) {
 TEST(ParallelForConcurrencyTest, DefaultThreadsIsAtLeastOne) { EXPECT_GE(DefaultThreads(), 1); }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::parallel_for_test

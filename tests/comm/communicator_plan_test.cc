@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::communicator_plan_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -137,4 +137,4 @@ TEST(CommunicatorPlanTest, NoEdgesMeansEveryPairAndBadEdgesAreNamed) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::communicator_plan_test

@@ -11,7 +11,7 @@
 #include "comm/nccl/nccl_error.h"
 #endif
 
-namespace jitpipe {
+namespace jitpipe::cuda_error_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -72,4 +72,4 @@ TEST(NcclErrorTest, NamesTheCallTheErrorAndTheLine) {
 #endif
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::cuda_error_test

@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::cuda_world_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -246,4 +246,4 @@ TEST_F(CudaWorldTest, TheWatchdogEndsATransferThatNeverMatches) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::cuda_world_test

@@ -5,7 +5,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::flight_analysis_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -102,4 +102,4 @@ TEST(FlightAnalysisTest, RefusesNewerRecordsAndEmptyDirectories) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::flight_analysis_test

@@ -10,7 +10,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::flight_recorder_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -63,4 +63,4 @@ TEST(FlightRecorderTest, DumpWritesAWholeJsonFile) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::flight_recorder_test

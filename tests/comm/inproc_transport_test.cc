@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::inproc_transport_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -125,4 +125,4 @@ TEST(InProcessWorldTest, GatherTakesOnePayloadPerRank) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::inproc_transport_test

@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::stream_plan_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -93,4 +93,4 @@ TEST(StreamPlanTest, RefusesImpossibleReductions) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::stream_plan_test

@@ -29,7 +29,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/world_backends.h"
 
-namespace jitpipe {
+namespace jitpipe::transport_conformance_test {
 namespace {
 
 using ::jitpipe::testing::Launcher;
@@ -578,6 +578,6 @@ INSTANTIATE_TEST_SUITE_P(Backends, TransportAbortTest, ::testing::ValuesIn(kBack
                          BackendName);
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::transport_conformance_test
 
 int main(int argc, char** argv) { return jitpipe::testing::RunConformanceSuites(argc, argv); }

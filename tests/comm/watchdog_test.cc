@@ -3,14 +3,16 @@
 #include "comm/watchdog.h"
 
 #include <atomic>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::watchdog_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -116,9 +118,22 @@ TEST(WatchdogTest, NamesTheOldestOperationStillPending) {
   EXPECT_EQ(fired.owner, 1);
 }
 
-// The thread: a probe that never completes makes the handler run within a
-// few intervals of the timeout, on the real clock.
+// A clock that only moves when an operation is probed: each probe is 10 ms.
+// Thread-safe, for the thread tests below.
+class ProbeStepClock final : public Clock {
+ public:
+  absl::Time Now() override { return absl::UnixEpoch() + absl::Milliseconds(ms_.load()); }
+  void Step() { ms_ += 10; }
+
+ private:
+  std::atomic<int64_t> ms_{0};
+};
+
+// The thread keeps checking until the watchdog fires: with time advancing
+// 10 ms per probe and a 30 ms timeout, it fires at the fourth probe (40 ms
+// > 30 ms) and probes no more -- however late the thread is scheduled.
 TEST(WatchdogTest, ItsThreadChecksUntilItFires) {
+  ProbeStepClock clock;
   absl::Notification fired;
   std::atomic<int> owner{-1};
   Watchdog watchdog(
@@ -126,21 +141,37 @@ TEST(WatchdogTest, ItsThreadChecksUntilItFires) {
       [&](int o, const absl::Status&) {
         owner = o;
         fired.Notify();
-      });
+      },
+      &clock);
   std::atomic<int> probes{0};
   watchdog.Watch(7, 5, "stuck", [&]() -> absl::StatusOr<bool> {
     ++probes;
+    clock.Step();
     return false;
   });
+  {
+    WatchdogThread thread(&watchdog, absl::Milliseconds(1));
+    ASSERT_TRUE(fired.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  }
+  EXPECT_EQ(owner, 5);
+  EXPECT_EQ(probes, 4);
+}
+
+// On the real clock: a probe that never completes makes the handler run,
+// and never before the timeout has passed since the operation was watched.
+TEST(WatchdogTest, ItsThreadFiresOnTheRealClockAfterTheTimeout) {
+  absl::Notification fired;
+  Watchdog watchdog(absl::Milliseconds(30),
+                    [&](int, const absl::Status&) { fired.Notify(); });
   const absl::Time start = absl::Now();
+  watchdog.Watch(7, 5, "stuck", []() -> absl::StatusOr<bool> { return false; });
   {
     WatchdogThread thread(&watchdog, absl::Milliseconds(5));
-    ASSERT_TRUE(fired.WaitForNotificationWithTimeout(absl::Seconds(20)));
+    ASSERT_TRUE(fired.WaitForNotificationWithTimeout(absl::Seconds(60)));
   }
-  EXPECT_GE(absl::Now() - start, absl::Milliseconds(30));
-  EXPECT_EQ(owner, 5);
-  EXPECT_GE(probes, 2);
+  EXPECT_GT(absl::Now() - start, absl::Milliseconds(30));
+  EXPECT_TRUE(watchdog.fired());
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::watchdog_test

@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::world_plugin_test {
 namespace {
 
 using ::jitpipe::testing::MakeTempDir;
@@ -74,4 +74,4 @@ TEST(WorldPluginTest, TheMpiModuleRefusesAnotherAbiVersion) {
 #endif
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::world_plugin_test

@@ -19,7 +19,7 @@
 #include "tests/testing/skewed_model.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::arena_equivalence_test {
 namespace {
 
 struct Algorithm {
@@ -133,4 +133,4 @@ TEST(ArenaEquivalenceTest, EveryRankOfEveryBuiltInSchedule) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::arena_equivalence_test

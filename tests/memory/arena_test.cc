@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::arena_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -135,4 +135,4 @@ TEST(ArenaTest, VerifyFindsOverlapsMisalignmentAndAWrongHighWaterMark) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::arena_test

@@ -8,7 +8,7 @@
 #include "tests/memory/lowered_text.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::buffer_lifetimes_test {
 namespace {
 
 using ::jitpipe::testing::LoweredFromText;
@@ -274,4 +274,4 @@ TEST(BufferLifetimesTest, PolicyNames) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::buffer_lifetimes_test

@@ -8,7 +8,7 @@
 #include "tests/memory/lowered_text.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::liveness_test {
 namespace {
 
 using ::jitpipe::testing::LoweredFromText;
@@ -109,4 +109,4 @@ TEST(LivenessTest, SeriesByCategorySumToTheLiveBytes) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::liveness_test

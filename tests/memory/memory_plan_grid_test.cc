@@ -16,7 +16,7 @@
 #include "tests/testing/skewed_model.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::memory_plan_grid_test {
 namespace {
 
 constexpr int64_t kMiB = 1 << 20;
@@ -270,4 +270,4 @@ INSTANTIATE_TEST_SUITE_P(AllGenerators, MemoryPlanGridTest, ::testing::ValuesIn(
                          });
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::memory_plan_grid_test

@@ -11,7 +11,7 @@
 #include "tests/testing/skewed_model.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::memory_plan_parallel_test {
 namespace {
 
 void ExpectSamePlans(const std::vector<RankMemoryPlan>& a, const std::vector<RankMemoryPlan>& b,
@@ -61,4 +61,4 @@ TEST(MemoryPlanParallelTest, ReportsTheLowestFailingRanksError) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::memory_plan_parallel_test

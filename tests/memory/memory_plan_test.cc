@@ -11,7 +11,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::memory_plan_test {
 namespace {
 
 using ::jitpipe::testing::LoweredFromText;
@@ -202,4 +202,4 @@ TEST(MemoryPlanTest, WithoutArenaOnlyLifetimesAndPeaks) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::memory_plan_test

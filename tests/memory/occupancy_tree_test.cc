@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace jitpipe {
+namespace jitpipe::occupancy_tree_test {
 namespace {
 
 TEST(OccupancyTreeTest, EmptyTreeFitsAtZero) {
@@ -45,4 +45,4 @@ TEST(OccupancyTreeTest, CountsIntervalsStoredHigherUpTheTree) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::occupancy_tree_test

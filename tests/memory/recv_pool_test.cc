@@ -7,7 +7,7 @@
 #include "tests/memory/lowered_text.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::recv_pool_test {
 namespace {
 
 using ::jitpipe::testing::LoweredFromText;
@@ -67,4 +67,4 @@ TEST(RecvPoolTest, ASlotFreedAfterAnActionServesTheNextReceive) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::recv_pool_test

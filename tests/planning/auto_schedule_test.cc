@@ -13,7 +13,7 @@
 #include "scheduler/passes/validate_structure.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::auto_schedule_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -208,4 +208,4 @@ TEST(AutoScheduleTest, Errors) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::auto_schedule_test

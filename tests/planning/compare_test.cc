@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::compare_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -133,4 +133,4 @@ TEST(CompareTest, DoesNotDependOnThreads) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::compare_test

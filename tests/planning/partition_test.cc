@@ -14,7 +14,7 @@
 #include "stages/predict/predict.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::partition_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -219,4 +219,4 @@ TEST(ModelForScheduleTest, VersionOnePassesThroughVersionTwoIsCut) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::partition_test

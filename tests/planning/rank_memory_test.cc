@@ -8,7 +8,7 @@
 #include "scheduler/passes/lower.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::rank_memory_test {
 namespace {
 
 // Two layers of 200 bf16 parameters (400 bytes) and 1000 bytes of stash
@@ -107,4 +107,4 @@ TEST(RankMemoryTest, ReductionBuffersAreActivationsGradientsAreNot) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::rank_memory_test

@@ -12,7 +12,7 @@
 #include "stages/predict/predict.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::reduction_floor_test {
 namespace {
 
 // F = I = W = 1 us per stage; each stage's reduction takes `reduce_us`:
@@ -88,4 +88,4 @@ TEST(ReductionFloorTest, TheOverlapPassReachesIt) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::reduction_floor_test

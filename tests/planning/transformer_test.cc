@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::transformer_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -204,4 +204,4 @@ TEST(TransformerTest, RecomputeNames) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::transformer_test

@@ -12,7 +12,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::rank_report_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -155,4 +155,4 @@ TEST(RankReportTest, KeepsTheOtherRanksRecordsInTheDirectory) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::rank_report_test

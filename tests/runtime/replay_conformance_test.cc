@@ -37,7 +37,7 @@
 #include "tests/testing/world_backends.h"
 #include "tests/testing/wrapped_stage.h"
 
-namespace jitpipe {
+namespace jitpipe::replay_conformance_test {
 namespace {
 
 using ::jitpipe::testing::Launcher;
@@ -442,6 +442,6 @@ INSTANTIATE_TEST_SUITE_P(Backends, ReplayFailureTest, ::testing::ValuesIn(kBacke
 INSTANTIATE_TEST_SUITE_P(Backends, ReplayStallTest, ::testing::ValuesIn(kBackends), BackendName);
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::replay_conformance_test
 
 int main(int argc, char** argv) { return jitpipe::testing::RunConformanceSuites(argc, argv); }

@@ -10,7 +10,7 @@
 #include "stages/reference/mlp_stage.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::replay_plan_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -173,4 +173,4 @@ TEST(ReplayPlanTest, TheEdgesOfAReplayAreEveryReplicasTransfers) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::replay_plan_test

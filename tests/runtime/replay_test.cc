@@ -37,7 +37,7 @@
 #include "tests/testing/testdata.h"
 #include "tests/testing/wrapped_stage.h"
 
-namespace jitpipe {
+namespace jitpipe::replay_test {
 namespace {
 
 using ::jitpipe::testing::MakeTempDir;
@@ -506,4 +506,4 @@ TEST(RankRunnerTest, ReadmeExample) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::replay_test

@@ -35,7 +35,7 @@
 #include "tests/testing/sanitizers.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::soak_test {
 namespace {
 
 // Under a sanitizer its allocator replaces glibc's, so only the replay's
@@ -120,4 +120,4 @@ TEST(SoakTest, ReplayKeepsMemoryFlat) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::soak_test

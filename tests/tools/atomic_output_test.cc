@@ -29,7 +29,7 @@
 #include "tests/testing/sanitizers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::atomic_output_test {
 namespace {
 
 using ::jitpipe::testing::MakeTempDir;
@@ -226,4 +226,4 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Writer>& test) { return test.param.name; });
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::atomic_output_test

@@ -7,7 +7,7 @@
 #include "tests/testing/conformance.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::cli_test {
 namespace {
 
 using ::jitpipe::testing::CliResult;
@@ -111,4 +111,4 @@ TEST(CliTest, HelpForEachCommandExitsZero) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::cli_test

@@ -7,7 +7,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::cmd_compare_test {
 namespace {
 
 using ::jitpipe::testing::CliResult;
@@ -101,4 +101,4 @@ TEST_F(CmdCompareTest, ExitCodes) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::cmd_compare_test

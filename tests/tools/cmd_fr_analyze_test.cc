@@ -10,7 +10,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::cmd_fr_analyze_test {
 namespace {
 
 using ::jitpipe::testing::CliResult;
@@ -65,4 +65,4 @@ TEST(CmdFrAnalyzeTest, MissingOrUnreadableRecordsExitOne) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::cmd_fr_analyze_test

@@ -9,7 +9,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::cmd_generate_auto_test {
 namespace {
 
 using ::jitpipe::testing::CliResult;
@@ -94,4 +94,4 @@ TEST_F(CmdGenerateAutoTest, Errors) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::cmd_generate_auto_test

@@ -13,7 +13,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::cmd_generate_test {
 namespace {
 
 using ::jitpipe::testing::CliResult;
@@ -151,4 +151,4 @@ TEST(CmdGenerateTest, HelpListsTheSchedules) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::cmd_generate_test

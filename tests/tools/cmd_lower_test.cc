@@ -10,7 +10,7 @@
 #include "tests/testing/conformance.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::cmd_lower_test {
 namespace {
 
 using ::jitpipe::testing::CliResult;
@@ -251,4 +251,4 @@ TEST(CmdLowerTest, ALoweredInputExitsOne) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::cmd_lower_test

@@ -9,7 +9,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::cmd_model_test {
 namespace {
 
 using ::jitpipe::testing::CliResult;
@@ -93,4 +93,4 @@ TEST(CmdModelTest, UsageErrors) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::cmd_model_test

@@ -12,7 +12,7 @@
 #include "tests/testing/testdata.h"
 #include "traces/trace_checker.h"
 
-namespace jitpipe {
+namespace jitpipe::cmd_plan_test {
 namespace {
 
 using ::jitpipe::testing::CliResult;
@@ -235,4 +235,4 @@ TEST_F(CmdPlanTest, ExitCodes) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::cmd_plan_test

@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::cmd_render_test {
 namespace {
 
 using ::jitpipe::testing::CliResult;
@@ -77,4 +77,4 @@ TEST_F(CmdRenderTest, ExitCodes) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::cmd_render_test

@@ -12,7 +12,7 @@
 #include "tests/testing/testdata.h"
 #include "traces/trace_checker.h"
 
-namespace jitpipe {
+namespace jitpipe::cmd_replay_test {
 namespace {
 
 using ::jitpipe::testing::CliResult;
@@ -230,4 +230,4 @@ TEST(CmdReplayTest, AStuckStageCallEndsTheProcessAfterTheTimeout) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::cmd_replay_test

@@ -10,7 +10,7 @@
 #include "tests/testing/testdata.h"
 #include "traces/trace_checker.h"
 
-namespace jitpipe {
+namespace jitpipe::cmd_simulate_test {
 namespace {
 
 using ::jitpipe::testing::CliResult;
@@ -161,4 +161,4 @@ TEST_F(CmdSimulateTest, ExitCodes) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::cmd_simulate_test

@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::cmd_validate_test {
 namespace {
 
 using ::jitpipe::testing::CliResult;
@@ -296,4 +296,4 @@ TEST(CmdValidateTest, CommsUsageErrors) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::cmd_validate_test

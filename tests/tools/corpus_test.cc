@@ -15,7 +15,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::corpus_test {
 namespace {
 
 using ::jitpipe::testing::CliResult;
@@ -146,4 +146,4 @@ INSTANTIATE_TEST_SUITE_P(Cases, CorpusTest, ::testing::ValuesIn(AllCases()),
                          });
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::corpus_test

@@ -9,7 +9,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::layered_model_cli_test {
 namespace {
 
 using ::jitpipe::testing::CliResult;
@@ -175,4 +175,4 @@ TEST_F(LayeredModelCliTest, Errors) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::layered_model_cli_test

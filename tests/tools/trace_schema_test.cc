@@ -16,7 +16,7 @@
 #include "tests/testing/testdata.h"
 #include "traces/trace_checker.h"
 
-namespace jitpipe {
+namespace jitpipe::trace_schema_test {
 namespace {
 
 using ::jitpipe::testing::CliResult;
@@ -123,4 +123,4 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<TraceCase>& c) { return c.param.name; });
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::trace_schema_test

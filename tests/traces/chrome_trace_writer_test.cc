@@ -16,7 +16,7 @@
 #include "tests/testing/testdata.h"
 #include "traces/trace_checker.h"
 
-namespace jitpipe {
+namespace jitpipe::chrome_trace_writer_test {
 namespace {
 
 using ::jitpipe::testing::MakeTempDir;
@@ -356,4 +356,4 @@ TEST(ChromeTraceWriterTest, StreamsEventsWithoutHoldingThem) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::chrome_trace_writer_test

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
-namespace jitpipe {
+namespace jitpipe::json_text_test {
 namespace {
 
 std::string Quoted(absl::string_view s) {
@@ -86,4 +86,4 @@ TEST(JsonTextTest, NanosecondsBecomeExactMicroseconds) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::json_text_test

@@ -17,7 +17,7 @@
 #include "traces/timeline_trace.h"
 #include "traces/trace_checker.h"
 
-namespace jitpipe {
+namespace jitpipe::planned_timeline_test {
 namespace {
 
 using ::jitpipe::testing::LoweredFromText;
@@ -184,4 +184,4 @@ TEST(PlannedTimelineTest, TraceHasTheSchemasTracksArrowsAndCounters) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::planned_timeline_test

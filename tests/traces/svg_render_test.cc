@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::svg_render_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -86,4 +86,4 @@ TEST(SvgRenderTest, TickStepIsOneTwoOrFiveTimesAPowerOfTen) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::svg_render_test

@@ -18,7 +18,7 @@
 #include "tests/testing/status_matchers.h"
 #include "traces/trace_checker.h"
 
-namespace jitpipe {
+namespace jitpipe::timeline_trace_test {
 namespace {
 
 using ::jitpipe::testing::LoweredFromText;
@@ -290,4 +290,4 @@ TEST(TimelineTraceTest, OverlappingSpansOfATrackGetLanes) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::timeline_trace_test

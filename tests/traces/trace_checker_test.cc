@@ -8,7 +8,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::trace_checker_test {
 namespace {
 
 using ::jitpipe::testing::MakeTempDir;
@@ -267,4 +267,4 @@ TEST(TraceCheckerTest, ReadingReportsFilesAndSyntaxByPath) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::trace_checker_test

@@ -13,7 +13,7 @@
 #include "tests/testing/program_mutations.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::comm_matching_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -208,4 +208,4 @@ TEST(CommMatchingTest, TablePassAgreesWithThePerActionChecker) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::comm_matching_test

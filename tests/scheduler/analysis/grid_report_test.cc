@@ -7,7 +7,7 @@
 #include "scheduler/ir/format_grid.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::grid_report_test {
 namespace {
 
 // Rank 0 runs 0F0 .. 0F<n-1>, rank 1 has one action.
@@ -55,4 +55,4 @@ TEST(GridReportTest, WindowStopsAtEitherEnd) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::grid_report_test

@@ -9,7 +9,7 @@
 #include "scheduler/ir/schedule_csv.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::comm_fifo_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -117,4 +117,4 @@ TEST(CommFifoTest, ParsesLayouts) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::comm_fifo_test

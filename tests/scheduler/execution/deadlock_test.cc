@@ -14,7 +14,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::deadlock_test {
 namespace {
 
 using ::jitpipe::testing::CsvFromJson;
@@ -219,4 +219,4 @@ TEST(DeadlockTest, AWaitSendAfterTheLocalBackwardRuns) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::deadlock_test

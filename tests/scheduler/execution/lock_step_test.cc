@@ -9,7 +9,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::lock_step_test {
 namespace {
 
 using ::jitpipe::testing::CsvFromJson;
@@ -106,4 +106,4 @@ TEST(LockStepTest, StuckGridAppendsTheRowOfStuckActions) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::lock_step_test

@@ -9,7 +9,7 @@
 #include "scheduler/ir/schedule_csv.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::rank_cursor_test {
 namespace {
 
 // A lowered 1F1B pp2 m1, receives just before their consumers.
@@ -232,4 +232,4 @@ TEST(RunRanksTest, StopsAtACycleWithEachStuckRankAtItsWait) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::rank_cursor_test

@@ -8,7 +8,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::add_bubbles_to_actions_test {
 namespace {
 
 using ::jitpipe::testing::JsonText;
@@ -80,4 +80,4 @@ TEST(AddBubblesToActionsTest, ReproducesPyTorchOnEveryZeroBubbleGolden) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::add_bubbles_to_actions_test

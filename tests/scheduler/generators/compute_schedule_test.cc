@@ -5,7 +5,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::compute_schedule_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -39,4 +39,4 @@ TEST(ComputeScheduleTest, CountOf) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::compute_schedule_test

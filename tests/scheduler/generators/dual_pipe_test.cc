@@ -12,7 +12,7 @@
 #include "tests/testing/testdata.h"
 #include "tests/testing/unit_cost_replay.h"
 
-namespace jitpipe {
+namespace jitpipe::dual_pipe_test {
 namespace {
 
 using ::jitpipe::testing::AnchorActionText;
@@ -125,4 +125,4 @@ INSTANTIATE_TEST_SUITE_P(PpByExtraMicrobatches, DualPipeGridTest,
                                             ::testing::Values(0, 2, 4, 6, 10, 24)));
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::dual_pipe_test

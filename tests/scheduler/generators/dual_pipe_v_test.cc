@@ -8,7 +8,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/unit_cost_replay.h"
 
-namespace jitpipe {
+namespace jitpipe::dual_pipe_v_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -66,4 +66,4 @@ INSTANTIATE_TEST_SUITE_P(
         RefusalCase{4, 8, 1, "dualpipev: needs exactly 2 stages per rank, got 1"}));
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::dual_pipe_v_test

@@ -7,7 +7,7 @@
 #include "tests/testing/conformance.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::gpipe_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -37,4 +37,4 @@ TEST(GPipeTest, RefusesMoreThanOneStagePerRank) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::gpipe_test

@@ -10,7 +10,7 @@
 #include "tests/testing/testdata.h"
 #include "tests/testing/unit_cost_replay.h"
 
-namespace jitpipe {
+namespace jitpipe::interleaved_1f1b_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -102,4 +102,4 @@ TEST(Interleaved1F1BTest, RefusesMicrobatchesThatDoNotFillTheRounds) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::interleaved_1f1b_test

@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::interleaved_rounds_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -88,4 +88,4 @@ INSTANTIATE_TEST_SUITE_P(
         RefusalCase{3, 7, "interleaved-1f1b: 7 microbatches is not a multiple of max(1, 7 // 3) = 2; use 6 or 8"}));
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::interleaved_rounds_test

@@ -8,7 +8,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/unit_cost_replay.h"
 
-namespace jitpipe {
+namespace jitpipe::interleaved_zero_bubble_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -48,4 +48,4 @@ TEST(InterleavedZeroBubbleTest, RefusesMicrobatchesThatDoNotFillTheRounds) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::interleaved_zero_bubble_test

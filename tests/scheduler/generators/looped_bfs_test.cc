@@ -7,7 +7,7 @@
 #include "tests/testing/conformance.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::looped_bfs_test {
 namespace {
 
 using ::jitpipe::testing::ProgramText;
@@ -28,4 +28,4 @@ TEST(LoopedBfsTest, ThreeStagesPerRank) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::looped_bfs_test

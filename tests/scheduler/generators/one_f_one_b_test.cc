@@ -8,7 +8,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/unit_cost_replay.h"
 
-namespace jitpipe {
+namespace jitpipe::one_f_one_b_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -54,4 +54,4 @@ TEST(OneFOneBTest, RefusesMoreThanOneStagePerRank) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::one_f_one_b_test

@@ -17,7 +17,7 @@
 #include "tests/testing/testdata.h"
 #include "tests/testing/unit_cost_replay.h"
 
-namespace jitpipe {
+namespace jitpipe::pytorch_family_test {
 namespace {
 
 using ::jitpipe::testing::JsonText;
@@ -192,4 +192,4 @@ INSTANTIATE_TEST_SUITE_P(Pytorch, PytorchSweepTest,
                          SweepName);
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::pytorch_family_test

@@ -13,7 +13,7 @@
 #include "tests/testing/testdata.h"
 #include "tests/testing/unit_cost_replay.h"
 
-namespace jitpipe {
+namespace jitpipe::v_half_min_test {
 namespace {
 
 using ::jitpipe::testing::AnchorProgramText;
@@ -160,4 +160,4 @@ INSTANTIATE_TEST_SUITE_P(PpByMicrobatches, VHalfMinGridTest,
                                                               17, 24, 33)));
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::v_half_min_test

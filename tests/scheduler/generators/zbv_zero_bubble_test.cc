@@ -8,7 +8,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/unit_cost_replay.h"
 
-namespace jitpipe {
+namespace jitpipe::zbv_zero_bubble_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -59,4 +59,4 @@ TEST(ZbvZeroBubbleTest, RefusesAnythingButTwoStagesPerRank) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::zbv_zero_bubble_test

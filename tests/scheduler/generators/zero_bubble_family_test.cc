@@ -12,7 +12,7 @@
 #include "scheduler/generators/zero_bubble_h.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::zero_bubble_family_test {
 namespace {
 
 struct Entry {
@@ -92,4 +92,4 @@ TEST(ZeroBubbleFamilyTest, GenerateRefusesWhatTheGeneratorRefuses) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::zero_bubble_family_test

@@ -13,7 +13,7 @@
 #include "tests/testing/testdata.h"
 #include "tests/testing/unit_cost_replay.h"
 
-namespace jitpipe {
+namespace jitpipe::zero_bubble_h_test {
 namespace {
 
 using ::jitpipe::testing::AnchorProgramText;
@@ -157,4 +157,4 @@ INSTANTIATE_TEST_SUITE_P(PpByMicrobatches, ZeroBubbleHGridTest,
                                                               17, 24, 33)));
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::zero_bubble_h_test

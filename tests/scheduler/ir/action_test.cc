@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::action_test {
 namespace {
 
 TEST(ActionTest, FormatsEveryKindAsPyTorchDoes) {
@@ -211,4 +211,4 @@ TEST(ActionTest, ForEachComputePartVisitsSubActionsInOrder) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::action_test

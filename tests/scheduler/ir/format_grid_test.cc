@@ -6,7 +6,7 @@
 #include "tests/testing/conformance.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::format_grid_test {
 namespace {
 
 using ::jitpipe::testing::ProgramsFromJson;
@@ -56,4 +56,4 @@ TEST(FormatGridTest, PadsStepLabelsToTheLastStep) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::format_grid_test

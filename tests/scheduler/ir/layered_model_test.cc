@@ -10,7 +10,7 @@
 #include "scheduler/ir/model_file.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::layered_model_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -189,4 +189,4 @@ TEST(ModelFileTest, ReadsEitherVersion) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::layered_model_test

@@ -8,7 +8,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::model_test {
 namespace {
 
 using ::jitpipe::testing::MakeTempDir;
@@ -248,4 +248,4 @@ TEST(ModelTest, LoadModelPrefixesErrorsWithThePath) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::model_test

@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::program_facts_test {
 namespace {
 
 // Programs from action text; "" is a bubble.
@@ -80,4 +80,4 @@ TEST(ProgramFactsTest, AGapIsAnErrorWhenTheStageCountIsUnknown) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::program_facts_test

@@ -8,7 +8,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::schedule_csv_test {
 namespace {
 
 using ::jitpipe::testing::CsvFromJson;
@@ -184,4 +184,4 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<BadCsv>& param_info) { return param_info.param.name; });
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::schedule_csv_test

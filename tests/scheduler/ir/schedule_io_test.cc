@@ -8,7 +8,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::schedule_io_test {
 namespace {
 
 using ::jitpipe::testing::MakeTempDir;
@@ -46,4 +46,4 @@ TEST(ScheduleIoTest, RefusesAnUnknownOutputExtension) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::schedule_io_test

@@ -13,7 +13,7 @@
 #include "scheduler/passes/lower.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::schedule_json_scan_test {
 namespace {
 
 constexpr char kValid[] = R"({"format": "jitpipe.schedule", "version": 1, "schedule": "gpipe",
@@ -107,4 +107,4 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Deferred>& param_info) { return param_info.param.name; });
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::schedule_json_scan_test

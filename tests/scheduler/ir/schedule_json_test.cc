@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::schedule_json_test {
 namespace {
 
 constexpr char kValid[] = R"({"format": "jitpipe.schedule", "version": 1, "schedule": "gpipe",
@@ -299,4 +299,4 @@ TEST(ScheduleJsonTest, RefusesANonObject) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::schedule_json_test

@@ -5,7 +5,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::schedule_test {
 namespace {
 
 TEST(StageToRankTest, LoopPutsStageSOnRankSModP) {
@@ -70,4 +70,4 @@ TEST(ScheduleTest, HeaderErrorsNameTheField) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::schedule_test

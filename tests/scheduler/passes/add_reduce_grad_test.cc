@@ -7,7 +7,7 @@
 #include "tests/scheduler/passes/pass_test_util.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::add_reduce_grad_test {
 namespace {
 
 using ::jitpipe::testing::FromRows;
@@ -73,4 +73,4 @@ TEST(AddReduceGradTest, RefusesAProgramThatHasReductions) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::add_reduce_grad_test

@@ -12,7 +12,7 @@
 #include "tests/scheduler/passes/pass_test_util.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::add_unshard_reshard_test {
 namespace {
 
 using ::jitpipe::testing::EveryGenerator;
@@ -238,4 +238,4 @@ TEST(AddUnshardReshardTest, RefusesALoweredProgram) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::add_unshard_reshard_test

@@ -14,7 +14,7 @@
 #include "tests/scheduler/passes/pass_test_util.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::add_wait_send_budget_test {
 namespace {
 
 using ::jitpipe::testing::EveryGenerator;
@@ -148,4 +148,4 @@ TEST(AddWaitSendBudgetTest, CountsTheWaitsAlreadyThere) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::add_wait_send_budget_test

@@ -11,7 +11,7 @@
 #include "tests/scheduler/passes/pass_test_util.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::add_wait_send_test {
 namespace {
 
 using ::jitpipe::testing::EveryGenerator;
@@ -130,4 +130,4 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::add_wait_send_test

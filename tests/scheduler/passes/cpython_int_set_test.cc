@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace jitpipe {
+namespace jitpipe::cpython_int_set_test {
 namespace {
 
 // One step of a set's history: add (true) or remove (false) a key.
@@ -62,4 +62,4 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Case>& param) { return param.param.name; });
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::cpython_int_set_test

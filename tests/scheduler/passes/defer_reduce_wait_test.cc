@@ -10,7 +10,7 @@
 #include "tests/scheduler/passes/pass_test_util.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::defer_reduce_wait_test {
 namespace {
 
 using ::jitpipe::testing::EveryGenerator;
@@ -95,4 +95,4 @@ INSTANTIATE_TEST_SUITE_P(Generators, DeferReduceWaitGeneratorTest,
                          ::jitpipe::testing::GeneratorCaseName);
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::defer_reduce_wait_test

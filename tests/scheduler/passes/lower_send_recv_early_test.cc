@@ -10,7 +10,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::lower_send_recv_early_test {
 namespace {
 
 using ::jitpipe::testing::CsvFromJson;
@@ -140,4 +140,4 @@ TEST(LowerSendRecvEarlyTest, RefusesAStageOnTheWrongRank) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::lower_send_recv_early_test

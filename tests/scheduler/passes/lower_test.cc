@@ -16,7 +16,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::lower_test {
 namespace {
 
 using ::jitpipe::testing::CsvFromJson;
@@ -302,4 +302,4 @@ TEST(LowerTest, RefusesToDumpAPassThatDoesNotRun) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::lower_test

@@ -10,7 +10,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::merge_backward_test {
 namespace {
 
 using ::jitpipe::testing::FromRows;
@@ -90,4 +90,4 @@ TEST(MergeBackwardErrorTest, RefusesALoweredProgram) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::merge_backward_test

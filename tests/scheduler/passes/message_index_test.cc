@@ -7,7 +7,7 @@
 #include "tests/scheduler/passes/pass_test_util.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::message_index_test {
 namespace {
 
 using ::jitpipe::testing::FromRows;
@@ -163,4 +163,4 @@ TEST(MessageIndexTest, SendBetweenStagesOfOneRank) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::message_index_test

@@ -13,7 +13,7 @@
 #include "tests/scheduler/passes/pass_test_util.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::overlap_reduce_test {
 namespace {
 
 using ::jitpipe::testing::FromRows;
@@ -232,4 +232,4 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::overlap_reduce_test

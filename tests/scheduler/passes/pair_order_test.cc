@@ -7,7 +7,7 @@
 #include "scheduler/analysis/grid_report.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::pair_order_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -61,4 +61,4 @@ TEST(PairOrderTest, GridMarksTheRecv) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::pair_order_test

@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::pass_pipeline_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -143,4 +143,4 @@ TEST(PassPipelineTest, AViolatedInvariantIsABugInThatPass) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::pass_pipeline_test

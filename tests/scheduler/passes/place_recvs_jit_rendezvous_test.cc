@@ -14,7 +14,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::place_recvs_jit_rendezvous_test {
 namespace {
 
 using ::jitpipe::testing::CsvFromJson;
@@ -240,4 +240,4 @@ TEST(PlaceRecvsJitRendezvousTest, RefusesWhatTheMessageIndexRefuses) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::place_recvs_jit_rendezvous_test

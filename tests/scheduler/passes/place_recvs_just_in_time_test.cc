@@ -13,7 +13,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::place_recvs_just_in_time_test {
 namespace {
 
 using ::jitpipe::testing::CsvFromJson;
@@ -212,4 +212,4 @@ TEST(PlaceRecvsJustInTimeTest, RefusesWhatTheMessageIndexRefuses) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::place_recvs_just_in_time_test

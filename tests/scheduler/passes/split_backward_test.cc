@@ -7,7 +7,7 @@
 #include "tests/scheduler/passes/pass_test_util.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::split_backward_test {
 namespace {
 
 using ::jitpipe::testing::FromRows;
@@ -57,4 +57,4 @@ TEST(SplitBackwardErrorTest, RefusesALoweredProgram) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::split_backward_test

@@ -13,7 +13,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::validate_structure_test {
 namespace {
 
 using ::jitpipe::testing::CsvFromJson;
@@ -22,11 +22,11 @@ using ::jitpipe::testing::PytorchConformanceNames;
 using ::jitpipe::testing::ReadTestdata;
 using ::jitpipe::testing::ReadTestdataJson;
 
-class ValidateConformanceTest : public ::testing::TestWithParam<std::string> {};
+class ValidateStructureConformanceTest : public ::testing::TestWithParam<std::string> {};
 
 // Every order PyTorch validates, we validate; 1F1B's IR fails in both (its
 // last rank is off by one) while its runtime order passes.
-TEST_P(ValidateConformanceTest, AgreesWithPyTorch) {
+TEST_P(ValidateStructureConformanceTest, AgreesWithPyTorch) {
   nlohmann::json d = ReadTestdataJson("conformance/pytorch/" + GetParam() + ".json");
   if (d.contains("error")) GTEST_SKIP() << "PyTorch refuses these parameters";
   const std::string source = d["schedule"] == "GPipe" ? "ranks_before_reduce_grad"
@@ -44,7 +44,7 @@ TEST_P(ValidateConformanceTest, AgreesWithPyTorch) {
   EXPECT_OK(ValidateStructure(lowered));
 }
 
-INSTANTIATE_TEST_SUITE_P(Pytorch, ValidateConformanceTest,
+INSTANTIATE_TEST_SUITE_P(Pytorch, ValidateStructureConformanceTest,
                          ::testing::ValuesIn(PytorchConformanceNames()));
 
 TEST(ValidateStructureTest, AcceptsTheRealFiles) {
@@ -212,4 +212,4 @@ TEST(ValidateStructureTest, FastSweepAgreesWithThePerActionChecker) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::validate_structure_test

@@ -12,7 +12,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::validate_test {
 namespace {
 
 using ::jitpipe::testing::CsvFromJson;
@@ -340,4 +340,4 @@ TEST(ValidateTest, RealComputeOnlyFilesValidateAfterLowering) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::validate_test

@@ -5,7 +5,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::buffer_provider_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -71,4 +71,4 @@ TEST(TrackedBuffersTest, AllocatesEachBufferAndCountsThePeak) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::buffer_provider_test

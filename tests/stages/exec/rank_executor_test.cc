@@ -28,7 +28,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::rank_executor_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -911,4 +911,4 @@ TEST(RankExecutorTest, ReadmeExample) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::rank_executor_test

@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::reduction_worker_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -152,4 +152,4 @@ TEST(ReductionWorkerTest, AnAbortedWorldFailsTheReduction) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::reduction_worker_test

@@ -21,7 +21,7 @@
 #include "traces/timeline_trace.h"
 #include "traces/trace_checker.h"
 
-namespace jitpipe {
+namespace jitpipe::timeline_transfers_test {
 namespace {
 
 // Writes the timeline and checks the trace; returns the parsed events too.
@@ -204,4 +204,4 @@ TEST(TimelineTransfersTest, SimulatedTimelineCarriesTheTable) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::timeline_transfers_test

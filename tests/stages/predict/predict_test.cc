@@ -17,7 +17,7 @@
 #include "traces/timeline_trace.h"
 #include "traces/trace_checker.h"
 
-namespace jitpipe {
+namespace jitpipe::predict_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -306,4 +306,4 @@ INSTANTIATE_TEST_SUITE_P(Schedules, TraceTest,
                          });
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::predict_test

@@ -8,7 +8,7 @@
 #include "scheduler/passes/lower.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::pytorch_memory_test {
 namespace {
 
 // Every activation and gradient the same size: pool slots are the unit of
@@ -109,4 +109,4 @@ TEST(PyTorchMemoryTest, PeaksBySendRelease) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::pytorch_memory_test

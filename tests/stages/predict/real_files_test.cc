@@ -20,7 +20,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::real_files_test {
 namespace {
 
 using ::jitpipe::testing::ReadTestdata;
@@ -124,4 +124,4 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::real_files_test

@@ -11,7 +11,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
-namespace jitpipe {
+namespace jitpipe::simulator_test {
 namespace {
 
 using ::jitpipe::testing::CsvFromJson;
@@ -173,4 +173,4 @@ TEST(SimulatorTest, AWaitReduceGradHoldsTheComputeAfterIt) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::simulator_test

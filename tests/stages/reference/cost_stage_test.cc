@@ -8,7 +8,7 @@
 #include "runtime/replay_plan.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::cost_stage_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -119,4 +119,4 @@ TEST(CostStageTest, CompoundPartsShareTheOverlapTime) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::cost_stage_test

@@ -26,7 +26,7 @@
 #include "stages/reference/mlp_reference.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::cuda_mlp_stage_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -778,4 +778,4 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, CudaMlpDeviceTest,
                          });
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::cuda_mlp_stage_test

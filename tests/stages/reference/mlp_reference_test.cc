@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::mlp_reference_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -85,4 +85,4 @@ TEST(MlpReferenceTest, AStageThatNeverFinishedIsAnError) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::mlp_reference_test

@@ -9,7 +9,7 @@
 #include "stages/reference/mlp_kernels.h"
 #include "tests/testing/status_matchers.h"
 
-namespace jitpipe {
+namespace jitpipe::mlp_stage_test {
 namespace {
 
 using ::jitpipe::testing::Message;
@@ -159,4 +159,4 @@ TEST(MlpStageFactoryTest, MakesEveryStageOfEveryReplica) {
 }
 
 }  // namespace
-}  // namespace jitpipe
+}  // namespace jitpipe::mlp_stage_test
