@@ -3,7 +3,8 @@
 # build/fuzz) and runs each for SECONDS on its seed corpus, as many at once as
 # there are cores (FUZZ_JOBS overrides; each libFuzzer process uses one core).
 # Usage: tools/fuzz.sh [SECONDS] [TARGET...]
-#   SECONDS  per target; default 60 (CI runs 30). Longer runs: tools/fuzz.sh 600
+#   SECONDS  per target; default 60. Longer runs: tools/fuzz.sh 600. (The suites
+#            replay every target's seeds without libFuzzer: tests/fuzz/CMakeLists.txt.)
 #   TARGET   run only these (e.g. pipeline_fuzzer); default: every target.
 # Seeds: tests/fuzz/corpus/<target>/ plus the bad-input corpus
 # tests/corpus/inputs/ (read only). What libFuzzer adds goes to
