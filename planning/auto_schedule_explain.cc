@@ -6,25 +6,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/byte_units.h"
 #include "planning/auto_schedule.h"
 
 namespace jitpipe {
 namespace {
 
 constexpr double kInfinite = std::numeric_limits<double>::infinity();
-
-// "512 B", "1.50 MiB", "71.30 GiB".
-std::string HumanBytes(int64_t bytes) {
-  constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024) return absl::StrCat(bytes, " B");
-  double value = static_cast<double>(bytes) / 1024;
-  int unit = 0;
-  while (value >= 1024 && unit < 3) {
-    value /= 1024;
-    ++unit;
-  }
-  return absl::StrFormat("%.2f %s", value, kUnits[unit]);
-}
 
 std::string Percent(double value, double reference) {
   return absl::StrFormat("%+.1f%%", 100 * (value / reference - 1));
@@ -79,8 +67,9 @@ std::string AutoScheduleResult::Explain() const {
                             : std::string("one microbatch's critical path"),
       Percent(t, lower_bound_us), best_lower_bound_us, Percent(t, best_lower_bound_us));
   const RankMemory& tight = evaluation.memory.Tightest();
-  const std::string memory = absl::StrCat("rank ", tight.rank, " holds ", HumanBytes(tight.total()),
-                                          " of ", HumanBytes(tight.limit));
+  const std::string memory = absl::StrCat("rank ", tight.rank, " holds ",
+                                          FormatBytes(tight.total()), " of ",
+                                          FormatBytes(tight.limit));
   if (unconstrained_us < t * (1 - 1e-3)) {
     absl::StrAppendFormat(&out,
                           "binding constraint: memory (%s); without the limit the search "

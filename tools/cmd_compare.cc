@@ -30,6 +30,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/byte_units.h"
 #include "base/status_macros.h"
 #include "memory/memory_plan.h"
 #include "nlohmann/json.hpp"
@@ -77,18 +78,6 @@ std::string Reason(const Skipped& s) {
   return absl::StrCat(s.schedule, ": ", s.reason);
 }
 
-std::string Bytes(int64_t bytes) {
-  constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024) return absl::StrCat(bytes, " B");
-  double value = static_cast<double>(bytes) / 1024;
-  int unit = 0;
-  while (value >= 1024 && unit < 3) {
-    value /= 1024;
-    ++unit;
-  }
-  return absl::StrFormat("%.2f %s", value, kUnits[unit]);
-}
-
 // The worst rank's jit peak and arena, and eager peak, of `lowered`.
 absl::Status PlanWorstRanks(const Schedule& lowered, const Model& model, Row& row) {
   for (int r = 0; r < lowered.pp; ++r) {
@@ -134,8 +123,8 @@ void PrintTable(const std::vector<Row>& rows, const std::vector<Skipped>& skippe
                 i == 0 ? '*' : ' ', r.schedule.c_str(), r.stages_per_rank,
                 static_cast<long long>(r.work), r.sim.makespan_us,
                 100 * r.sim.bubble_fraction, 100 * r.sim.span_bubble_fraction,
-                r.sim.exposed_reduce_us, Bytes(r.jit_peak).c_str(), Bytes(r.eager_peak).c_str(),
-                Bytes(r.arena).c_str());
+                r.sim.exposed_reduce_us, FormatBytes(r.jit_peak).c_str(),
+                FormatBytes(r.eager_peak).c_str(), FormatBytes(r.arena).c_str());
   }
   const bool mixed = std::any_of(rows.begin(), rows.end(),
                                  [&](const Row& r) { return r.work != rows.front().work; });

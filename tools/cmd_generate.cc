@@ -16,7 +16,7 @@
 #include "planning/auto_schedule.h"
 #include "scheduler/generators/generate.h"
 #include "scheduler/ir/model_file.h"
-#include "tools/byte_units.h"
+#include "base/byte_units.h"
 #include "scheduler/ir/schedule_io.h"
 #include "scheduler/ir/schedule_json.h"
 #include "tools/commands.h"

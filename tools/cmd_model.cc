@@ -14,7 +14,7 @@
 #include "base/atomic_file.h"
 #include "planning/transformer.h"
 #include "scheduler/ir/layered_model.h"
-#include "tools/byte_units.h"
+#include "base/byte_units.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 

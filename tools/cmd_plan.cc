@@ -9,6 +9,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/byte_units.h"
 #include "base/json_document.h"
 #include "base/parallel_for.h"
 #include "memory/memory_plan.h"
@@ -51,18 +52,6 @@ struct RankRow {
   std::string arena_algorithm;
   size_t buffers = 0;
 };
-
-std::string Bytes(int64_t bytes) {
-  constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024) return absl::StrCat(bytes, " B");
-  double value = static_cast<double>(bytes) / 1024;
-  int unit = 0;
-  while (value >= 1024 && unit < 3) {
-    value /= 1024;
-    ++unit;
-  }
-  return absl::StrFormat("%.2f %s", value, kUnits[unit]);
-}
 
 double Ratio(int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / b : 1.0; }
 
@@ -131,9 +120,10 @@ void PrintTable(const std::string& path, const PlanOptions& options,
   std::printf("%4s %12s %12s %9s %12s %12s %10s\n", "rank", "jit peak", "eager peak",
               "jit/eager", "lower bound", "arena", "arena/peak");
   for (const RankRow& r : rows) {
-    std::printf("%4d %12s %12s %9.3f %12s %12s %10.3f\n", r.rank, Bytes(r.jit_peak).c_str(),
-                Bytes(r.eager_peak).c_str(), Ratio(r.jit_peak, r.eager_peak),
-                Bytes(r.lower_bound).c_str(), Bytes(r.arena).c_str(), Ratio(r.arena, r.peak));
+    std::printf("%4d %12s %12s %9.3f %12s %12s %10.3f\n", r.rank, FormatBytes(r.jit_peak).c_str(),
+                FormatBytes(r.eager_peak).c_str(), Ratio(r.jit_peak, r.eager_peak),
+                FormatBytes(r.lower_bound).c_str(), FormatBytes(r.arena).c_str(),
+                Ratio(r.arena, r.peak));
   }
   const RankRow& worst = WorstRank(rows);
   if (worst.peak_index < 0) {
@@ -142,16 +132,16 @@ void PrintTable(const std::string& path, const PlanOptions& options,
   }
   const std::string exact = worst.peak >= 1024 ? absl::StrCat(" (", worst.peak, " B)") : "";
   std::printf("worst peak: rank %d, %s%s at index %d (%s)\n", worst.rank,
-              Bytes(worst.peak).c_str(), exact.c_str(), worst.peak_index,
+              FormatBytes(worst.peak).c_str(), exact.c_str(), worst.peak_index,
               worst.peak_action.c_str());
 }
 
 std::string PeakText(const std::optional<int64_t>& peak) {
-  return peak.has_value() ? Bytes(*peak) : "-";
+  return peak.has_value() ? FormatBytes(*peak) : "-";
 }
 
 std::string PoolText(const PoolSize& size) {
-  return absl::StrFormat("%4d %11s", size.slots, Bytes(size.bytes));
+  return absl::StrFormat("%4d %11s", size.slots, FormatBytes(size.bytes));
 }
 
 // The PyTorch-runtime table: receive pools, the receive arena against the
@@ -173,9 +163,9 @@ void PrintPyTorchTable(const PyTorchMemory& m, int asked_budget) {
     const RecvPools& p = r.pools;
     std::printf("%4d %16s %16s %16s %11s %10.3f %12s %12s %12s %12s\n", r.rank,
                 PoolText(p.stage_direction).c_str(), PoolText(p.direction).c_str(),
-                PoolText(p.rank_pool).c_str(), Bytes(p.arena_bytes).c_str(),
-                Ratio(p.arena_bytes, p.best_pool_bytes()), Bytes(r.peaks.drain).c_str(),
-                Bytes(r.peaks.poll).c_str(), PeakText(r.peaks.wait_send).c_str(),
+                PoolText(p.rank_pool).c_str(), FormatBytes(p.arena_bytes).c_str(),
+                Ratio(p.arena_bytes, p.best_pool_bytes()), FormatBytes(r.peaks.drain).c_str(),
+                FormatBytes(r.peaks.poll).c_str(), PeakText(r.peaks.wait_send).c_str(),
                 PeakText(r.peaks.budget).c_str());
     a = {a.slots + p.stage_direction.slots, a.bytes + p.stage_direction.bytes};
     b = {b.slots + p.direction.slots, b.bytes + p.direction.bytes};
@@ -183,7 +173,7 @@ void PrintPyTorchTable(const PyTorchMemory& m, int asked_budget) {
     arena += p.arena_bytes;
   }
   std::printf("%4s %16s %16s %16s %11s %10.3f\n", "sum", PoolText(a).c_str(), PoolText(b).c_str(),
-              PoolText(c).c_str(), Bytes(arena).c_str(),
+              PoolText(c).c_str(), FormatBytes(arena).c_str(),
               Ratio(arena, std::min({a.bytes, b.bytes, c.bytes})));
   if (!m.wait_send_error.empty()) std::printf("wait-send: %s\n", m.wait_send_error.c_str());
   if (!m.budget_error.empty()) std::printf("budget: %s\n", m.budget_error.c_str());

@@ -13,7 +13,7 @@
 #include "planning/partition.h"
 #include "scheduler/generators/generate.h"
 #include "stages/predict/predict.h"
-#include "tools/byte_units.h"
+#include "base/byte_units.h"
 #include "tools/memory_report.h"
 #include "tools/schedule_diagram.h"
 #include "traces/svg_render.h"

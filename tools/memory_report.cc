@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "scheduler/ir/layered_model.h"
-#include "tools/byte_units.h"
+#include "base/byte_units.h"
 
 namespace jitpipe::cli {
 

@@ -1,6 +1,7 @@
-// Byte sizes on the command line and in tables.
-#ifndef JITPIPE_TOOLS_BYTE_UNITS_H_
-#define JITPIPE_TOOLS_BYTE_UNITS_H_
+// Byte sizes as people write them: on the command line, in tables and in
+// explanations (the CLI, planning).
+#ifndef JITPIPE_BASE_BYTE_UNITS_H_
+#define JITPIPE_BASE_BYTE_UNITS_H_
 
 #include <cstdint>
 #include <string>
@@ -8,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace jitpipe::cli {
+namespace jitpipe {
 
 // "1023 B", "1.50 KiB", "80.00 GiB" (binary units, two decimals).
 std::string FormatBytes(int64_t bytes);
@@ -21,6 +22,6 @@ std::string FormatSignedBytes(int64_t bytes);
 //   "80XB" is not a byte size (a number with an optional unit: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)
 absl::StatusOr<int64_t> ParseByteSize(absl::string_view text);
 
-}  // namespace jitpipe::cli
+}  // namespace jitpipe
 
-#endif  // JITPIPE_TOOLS_BYTE_UNITS_H_
+#endif  // JITPIPE_BASE_BYTE_UNITS_H_

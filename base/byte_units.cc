@@ -1,4 +1,4 @@
-#include "tools/byte_units.h"
+#include "base/byte_units.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace jitpipe::cli {
+namespace jitpipe {
 
 std::string FormatBytes(int64_t bytes) {
   constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -63,4 +63,4 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   return static_cast<int64_t>(bytes);
 }
 
-}  // namespace jitpipe::cli
+}  // namespace jitpipe
