@@ -8,62 +8,26 @@
 #include "base/status_macros.h"
 #include "comm/cuda/cuda_error.h"
 #include "comm/cuda/reduce_kernels.h"
+#include "comm/fabric_transport.h"
+#include "comm/op_label.h"
 #include "comm/stream_plan.h"
 
 namespace jitpipe {
 namespace {
 
-// "receive 1RECV_F3 from rank 0 (index 17)", as the other backends say.
-std::string Describe(absl::string_view verb, const OpInfo& info, absl::string_view peer) {
-  return absl::StrCat(verb, info.action.empty() ? "" : " ", info.action, " ", peer,
-                      info.program_index >= 0 ? absl::StrCat(" (index ", info.program_index, ")")
-                                              : "");
-}
-
-// Rank r's view of the fabric.
-class CudaTransport final : public Transport {
+// Rank r's view of the fabric: the shared forwarding, plus the device's
+// streams, stream waits and markers.
+class CudaTransport final : public FabricTransport<CudaFabric> {
  public:
-  CudaTransport(CudaFabric* fabric, int rank) : fabric_(fabric), rank_(rank) {}
-  CudaTransport(const CudaTransport&) = delete;
-  CudaTransport& operator=(const CudaTransport&) = delete;
+  using FabricTransport::FabricTransport;
 
-  int rank() const override { return rank_; }
-  int size() const override { return fabric_->size(); }
-  absl::StatusOr<RequestId> PostSend(int peer, uint64_t tag, absl::Span<const std::byte> bytes,
-                                     const OpInfo& info) override {
-    return fabric_->Send(rank_, peer, tag, bytes, info);
-  }
-  absl::StatusOr<RequestId> PostRecv(int peer, uint64_t tag, absl::Span<std::byte> bytes,
-                                     const OpInfo& info) override {
-    return fabric_->Recv(rank_, peer, tag, bytes, info);
-  }
-  absl::StatusOr<RequestId> PostAllReduce(const Group& group, absl::Span<float> data, ReduceOp op,
-                                          const OpInfo& info) override {
-    return fabric_->PostCollective(rank_, group, /*reduce_scatter=*/false, data, data, op, info);
-  }
-  absl::StatusOr<RequestId> PostReduceScatter(const Group& group, absl::Span<const float> input,
-                                              absl::Span<float> output, ReduceOp op,
-                                              const OpInfo& info) override {
-    return fabric_->PostCollective(rank_, group, /*reduce_scatter=*/true, input, output, op, info);
-  }
-  absl::StatusOr<bool> Test(RequestId request) override { return fabric_->Test(request); }
-  absl::Status Wait(RequestId request, absl::Duration timeout) override {
-    return fabric_->Wait(request, timeout);
-  }
-  const DeviceStreams* device_streams() const override { return &fabric_->streams(rank_); }
+  const DeviceStreams* device_streams() const override { return &fabric()->streams(rank()); }
   absl::StatusOr<bool> StreamWait(RequestId request, void* stream) override {
-    return fabric_->StreamWait(request, stream);
+    return fabric()->StreamWait(request, stream);
   }
   absl::StatusOr<RequestId> PostMarker(const OpInfo& info) override {
-    return fabric_->Marker(rank_, info);
+    return fabric()->Marker(rank(), info);
   }
-  void Abort(const std::string& reason) override { fabric_->Abort(rank_, reason); }
-  int64_t InFlightBytes() const override { return fabric_->InFlightBytes(); }
-  int64_t PeakInFlightBytes() const override { return fabric_->PeakInFlightBytes(); }
-
- private:
-  CudaFabric* const fabric_;
-  const int rank_;
 };
 
 }  // namespace
@@ -216,7 +180,7 @@ absl::StatusOr<RequestId> CudaFabric::Send(int self, int peer, uint64_t tag,
                                            absl::Span<const std::byte> bytes, const OpInfo& info) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckPeer(self, peer));
-  const std::string what = Describe("send", info, absl::StrCat("to rank ", peer));
+  const std::string what = OpLabel::Send(peer, info).ToString();
   ASSIGN_OR_RETURN(RequestId id, requests_.New(self, what));
   absl::StatusOr<cudaEvent_t> ready = ReadyEvent(self);
   if (!ready.ok()) {
@@ -282,7 +246,7 @@ absl::StatusOr<RequestId> CudaFabric::Recv(int self, int peer, uint64_t tag,
                                            absl::Span<std::byte> bytes, const OpInfo& info) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckPeer(self, peer));
-  const std::string what = Describe("receive", info, absl::StrCat("from rank ", peer));
+  const std::string what = OpLabel::Receive(peer, info).ToString();
   ASSIGN_OR_RETURN(RequestId id, requests_.New(self, what));
   absl::StatusOr<cudaEvent_t> ready = ReadyEvent(self);
   if (!ready.ok()) {
@@ -321,13 +285,11 @@ absl::StatusOr<RequestId> CudaFabric::PostCollective(int self, const Group& grou
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckGroup(self, group));
   const size_t members = group.ranks.size();
-  const std::string what = Describe(reduce_scatter ? "reduce-scatter" : "all-reduce", info,
-                                    absl::StrCat("over ", members, " ranks"));
-  if (reduce_scatter && input.size() != output.size() * members) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", self, ": ", what, ": the input holds ", input.size(), " elements; expected ",
-        output.size() * members, " (", output.size(), " per member)"));
+  const OpLabel label = OpLabel::Collective(reduce_scatter, members, info);
+  if (reduce_scatter) {
+    RETURN_IF_ERROR(CheckReduceScatterSizes(self, label, input.size(), output.size(), members));
   }
+  const std::string what = label.ToString();
   const std::string who = absl::StrCat("rank ", self, ": ", what);
   RETURN_IF_ERROR(RequireDeviceMemory(input.data(), input.size() * sizeof(float), who));
   RETURN_IF_ERROR(RequireDeviceMemory(output.data(), output.size() * sizeof(float), who));

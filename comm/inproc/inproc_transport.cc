@@ -6,52 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "comm/fabric_transport.h"
 #include "comm/world.h"
 
 namespace jitpipe {
-namespace {
-
-
-// Rank r's view of the fabric.
-class InProcessTransport final : public Transport {
- public:
-  InProcessTransport(InProcessFabric* fabric, int rank) : fabric_(fabric), rank_(rank) {}
-  InProcessTransport(const InProcessTransport&) = delete;
-  InProcessTransport& operator=(const InProcessTransport&) = delete;
-
-  int rank() const override { return rank_; }
-  int size() const override { return fabric_->size(); }
-  absl::StatusOr<RequestId> PostSend(int peer, uint64_t tag, absl::Span<const std::byte> bytes,
-                                     const OpInfo& info) override {
-    return fabric_->Send(rank_, peer, tag, bytes, info);
-  }
-  absl::StatusOr<RequestId> PostRecv(int peer, uint64_t tag, absl::Span<std::byte> bytes,
-                                     const OpInfo& info) override {
-    return fabric_->Recv(rank_, peer, tag, bytes, info);
-  }
-  absl::StatusOr<RequestId> PostAllReduce(const Group& group, absl::Span<float> data, ReduceOp op,
-                                          const OpInfo& info) override {
-    return fabric_->PostCollective(rank_, group, /*reduce_scatter=*/false, data, data, op, info);
-  }
-  absl::StatusOr<RequestId> PostReduceScatter(const Group& group, absl::Span<const float> input,
-                                              absl::Span<float> output, ReduceOp op,
-                                              const OpInfo& info) override {
-    return fabric_->PostCollective(rank_, group, /*reduce_scatter=*/true, input, output, op, info);
-  }
-  absl::StatusOr<bool> Test(RequestId request) override { return fabric_->Test(request); }
-  absl::Status Wait(RequestId request, absl::Duration timeout) override {
-    return fabric_->Wait(request, timeout);
-  }
-  void Abort(const std::string& reason) override { fabric_->Abort(rank_, reason); }
-  int64_t InFlightBytes() const override { return fabric_->InFlightBytes(); }
-  int64_t PeakInFlightBytes() const override { return fabric_->PeakInFlightBytes(); }
-
- private:
-  InProcessFabric* const fabric_;
-  const int rank_;
-};
-
-}  // namespace
 
 InProcessFabric::InProcessFabric(int size, std::function<void()> on_abort)
     : size_(size), on_abort_(std::move(on_abort)) {}
@@ -112,13 +70,6 @@ absl::Status InProcessFabric::CheckGroup(int self, const Group& group) const {
   return absl::OkStatus();
 }
 
-// "receive 1RECV_F3 from rank 0 (index 17)", as the MPI backend says.
-std::string InProcessFabric::OpLabel::ToString() const {
-  return absl::StrCat(verb, action.empty() ? "" : " ", action, " ", relation, " ", number,
-                      relation == "over" ? " ranks" : "",
-                      program_index >= 0 ? absl::StrCat(" (index ", program_index, ")") : "");
-}
-
 RequestId InProcessFabric::NewRequest(OpLabel what) {
   RequestId id = ++last_id_;
   requests_[id].what = std::move(what);
@@ -136,7 +87,7 @@ absl::StatusOr<RequestId> InProcessFabric::Send(int self, int peer, uint64_t tag
                                                 const OpInfo& info) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckPeer(self, peer));
-  const OpLabel what{"send", "to rank", peer, info.action, info.program_index};
+  const OpLabel what = OpLabel::Send(peer, info);
   RequestId id = NewRequest(what);
   P2pKey key{self, peer, tag};
   auto waiting = recvs_.find(key);
@@ -157,8 +108,7 @@ absl::StatusOr<RequestId> InProcessFabric::Recv(int self, int peer, uint64_t tag
                                                 absl::Span<std::byte> bytes, const OpInfo& info) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckPeer(self, peer));
-  RequestId id =
-      NewRequest({"receive", "from rank", peer, info.action, info.program_index});
+  RequestId id = NewRequest(OpLabel::Receive(peer, info));
   P2pKey key{peer, self, tag};
   auto staged = staged_.find(key);
   if (staged != staged_.end() && !staged->second.empty()) {
@@ -180,12 +130,9 @@ absl::StatusOr<RequestId> InProcessFabric::PostCollective(int self, const Group&
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckGroup(self, group));
   const size_t members = group.ranks.size();
-  const OpLabel what{reduce_scatter ? "reduce-scatter" : "all-reduce", "over",
-                     static_cast<int>(members), info.action, info.program_index};
-  if (reduce_scatter && input.size() != output.size() * members) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", self, ": ", what.ToString(), ": the input holds ", input.size(), " elements; expected ",
-        output.size() * members, " (", output.size(), " per member)"));
+  const OpLabel what = OpLabel::Collective(reduce_scatter, members, info);
+  if (reduce_scatter) {
+    RETURN_IF_ERROR(CheckReduceScatterSizes(self, what, input.size(), output.size(), members));
   }
   const int index = group.IndexOf(self);
   const uint64_t seq = next_collective_[{self, group.ranks}]++;
@@ -271,7 +218,7 @@ void InProcessFabric::Reduce(Collective& c) {
 }
 
 std::unique_ptr<Transport> NewInProcessTransport(InProcessFabric* fabric, int rank) {
-  return std::make_unique<InProcessTransport>(fabric, rank);
+  return std::make_unique<FabricTransport<InProcessFabric>>(fabric, rank);
 }
 
 }  // namespace jitpipe

@@ -42,6 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "comm/op_label.h"
 #include "comm/transport.h"
 
 namespace jitpipe {
@@ -82,17 +83,6 @@ class InProcessFabric {
   absl::Status Wait(RequestId id, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // What a request is, kept as fields and worded only when an error message
-  // needs it: "receive 2RECV_B3 from rank 3 (index 17)". Wording it for every
-  // request was 8% of the instructions of a step of empty stages.
-  struct OpLabel {
-    absl::string_view verb;      // a literal: "send", "receive", "all-reduce", ...
-    absl::string_view relation;  // a literal: "to rank", "from rank", "over"
-    int number = 0;              // the peer, or the group's size
-    std::string action;          // OpInfo::action (short: no allocation)
-    int program_index = -1;
-    std::string ToString() const;
-  };
   struct Request {
     bool done = false;
     absl::Status status;

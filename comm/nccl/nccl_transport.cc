@@ -10,17 +10,11 @@
 #include "comm/cuda/cuda_error.h"
 #include "comm/cuda/reduce_kernels.h"
 #include "comm/nccl/nccl_error.h"
+#include "comm/op_label.h"
 #include "comm/stream_plan.h"
 
 namespace jitpipe {
 namespace {
-
-// "receive 1RECV_F3 from rank 0 (index 17)", as the other backends say.
-std::string Describe(absl::string_view verb, const OpInfo& info, absl::string_view peer) {
-  return absl::StrCat(verb, info.action.empty() ? "" : " ", info.action, " ", peer,
-                      info.program_index >= 0 ? absl::StrCat(" (index ", info.program_index, ")")
-                                              : "");
-}
 
 ncclRedOp_t OpOf(ReduceOp op) { return op == ReduceOp::kAverage ? ncclAvg : ncclSum; }
 
@@ -234,8 +228,8 @@ absl::StatusOr<RequestId> NcclRank::PostP2p(bool send, int peer, absl::Span<std:
   if (peer < 0 || peer >= size_ || peer == rank_) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ": invalid peer ", peer));
   }
-  const std::string what = send ? Describe("send", info, absl::StrCat("to rank ", peer))
-                                : Describe("receive", info, absl::StrCat("from rank ", peer));
+  const std::string what =
+      (send ? OpLabel::Send(peer, info) : OpLabel::Receive(peer, info)).ToString();
   const int slot = plan_.StreamOf(rank_, peer, send);
   if (slot < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -290,13 +284,11 @@ absl::StatusOr<RequestId> NcclRank::PostCollective(const Group& group, bool redu
                                                    const OpInfo& info) {
   RETURN_IF_ERROR(CheckRemoteAbort());
   const size_t members = group.ranks.size();
-  const std::string what = Describe(reduce_scatter ? "reduce-scatter" : "all-reduce", info,
-                                    absl::StrCat("over ", members, " ranks"));
-  if (reduce_scatter && input.size() != output.size() * members) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", rank_, ": ", what, ": the input holds ", input.size(), " elements; expected ",
-        output.size() * members, " (", output.size(), " per member)"));
+  const OpLabel label = OpLabel::Collective(reduce_scatter, members, info);
+  if (reduce_scatter) {
+    RETURN_IF_ERROR(CheckReduceScatterSizes(rank_, label, input.size(), output.size(), members));
   }
+  const std::string what = label.ToString();
   const std::string who = absl::StrCat("rank ", rank_, ": ", what);
   RETURN_IF_ERROR(RequireDeviceMemory(input.data(), input.size() * sizeof(float), who));
   RETURN_IF_ERROR(RequireDeviceMemory(output.data(), output.size() * sizeof(float), who));
