@@ -16,11 +16,9 @@
 // durations) cross the boundary; nothing that crosses it may hold a hashed
 // Abseil container, whose hash seed differs per copy.
 //
-// Where modules are looked for, in order: the directory of the running
-// executable (the build tree puts modules next to tools/jitpipe), then the
-// installation's library directory relative to it (<exe dir>/../lib, as
-// GNUInstallDirs lays out the prefix). A module stays loaded until the
-// process ends: the world's code lives in it.
+// Modules are found and loaded as base/shared_module.h says (next to the
+// executable, then the installation's library directory); a module stays
+// loaded until the process ends: the world's code lives in it.
 //
 // Thread safety: LoadWorld may be called from any thread, once per backend
 // per process (a backend's factory may allow only one world per process,
@@ -62,8 +60,7 @@ using WorldModuleFactory = void (*)(const WorldModuleArgs& args,
 // "libjitpipe_world_<backend>.so".
 std::string WorldModuleFileName(absl::string_view backend);
 
-// The directories searched, in order (see above); empty entries are left
-// out (the executable's path could not be read).
+// The directories searched, in order: ModuleSearchPath().
 std::vector<std::string> WorldModuleSearchPath();
 
 // Loads `backend`'s module from the first directory of `search_path` that

@@ -1,15 +1,10 @@
 // The CLI's side of the device replay (gpu_replay.h): the device check,
 // then the module, loaded on first use.
-#include <dlfcn.h>
-#include <limits.h>
-#include <unistd.h>
-
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "base/shared_module.h"
 #include "base/status_macros.h"
 #include "comm/cuda/cuda_world.h"
 #include "tools/gpu_replay.h"
@@ -21,16 +16,8 @@
 namespace jitpipe::cli {
 namespace {
 
-std::string ExecutableDir() {
-  char path[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0) return ".";
-  std::string dir(path, static_cast<size_t>(n));
-  return dir.substr(0, dir.rfind('/'));
-}
-
-// The module's entry, from next to the executable (the build tree) or
-// ../lib (an install). Loaded once, never unloaded.
+// The module's entry (base/shared_module.h: next to the executable, or the
+// installation's library directory). Loaded once, never unloaded.
 absl::StatusOr<GpuReplayFn> LoadModule() {
   static GpuReplayFn loaded = nullptr;
   if (loaded != nullptr) return loaded;
@@ -38,25 +25,17 @@ absl::StatusOr<GpuReplayFn> LoadModule() {
   if (name.empty()) {
     return absl::UnavailableError("this build has no device replay module (built without CUDA)");
   }
-  const std::string dir = ExecutableDir();
-  std::vector<std::string> errors;
-  for (const std::string& path : {absl::StrCat(dir, "/", name), absl::StrCat(dir, "/../lib/", name)}) {
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-      errors.push_back(dlerror());
-      continue;
-    }
-    auto abi = reinterpret_cast<GpuReplayAbiFn>(dlsym(handle, "jitpipe_gpu_replay_abi"));
-    auto run = reinterpret_cast<GpuReplayFn>(dlsym(handle, "jitpipe_gpu_replay"));
-    if (abi == nullptr || run == nullptr || abi() != kGpuReplayAbi) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(path, " is not this jitpipe's device module (another version)"));
-    }
-    loaded = run;
-    return loaded;
+  ASSIGN_OR_RETURN(const SharedModule module,
+                   LoadSharedModule(name, "the device replay module", ModuleSearchPath(),
+                                    /*global=*/false));
+  ASSIGN_OR_RETURN(void* abi, module.Symbol("jitpipe_gpu_replay_abi"));
+  ASSIGN_OR_RETURN(void* run, module.Symbol("jitpipe_gpu_replay"));
+  if (reinterpret_cast<GpuReplayAbiFn>(abi)() != kGpuReplayAbi) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(module.path, " is not this jitpipe's device module (another version)"));
   }
-  return absl::FailedPreconditionError(
-      absl::StrCat("cannot load the device replay module: ", absl::StrJoin(errors, "; ")));
+  loaded = reinterpret_cast<GpuReplayFn>(run);
+  return loaded;
 }
 
 }  // namespace
