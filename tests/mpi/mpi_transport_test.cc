@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/mpi/mpi_test_main.h"
 #include "tests/testing/status_matchers.h"
 
 namespace jitpipe {
@@ -22,11 +23,9 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-MpiWorld* g_world = nullptr;
-
-MpiWorld& Ctx() { return *g_world; }
-Transport& T() { return g_world->transport(); }
-int Rank() { return g_world->rank(); }
+MpiWorld& Ctx() { return testing::TheMpiWorld(); }
+Transport& T() { return Ctx().transport(); }
+int Rank() { return Ctx().rank(); }
 
 constexpr absl::Duration kLong = absl::Seconds(20);
 
@@ -123,40 +122,5 @@ TEST(MpiTransportTest, RefusesTagsAboveTheTagBound) {
                                       ": tag 1099511627776 exceeds this MPI's MPI_TAG_UB ")));
 }
 
-// Other processes print only their failures, each line naming the rank.
-class RankFailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& result) override {
-    if (!result.failed()) return;
-    std::fprintf(stderr, "rank %d: %s:%d: %s\n", rank_,
-                 result.file_name() == nullptr ? "?" : result.file_name(), result.line_number(),
-                 result.summary());
-  }
-
- private:
-  const int rank_;
-};
-
 }  // namespace
 }  // namespace jitpipe
-
-// Usage: mpirun -np N mpi_transport_test [gtest flags]
-int main(int argc, char** argv) {
-  absl::StatusOr<std::unique_ptr<jitpipe::MpiWorld>> context =
-      jitpipe::CreateMpiWorld(&argc, &argv, {});
-  if (!context.ok()) {
-    std::fprintf(stderr, "CreateMpiWorld: %s\n", std::string(context.status().message()).c_str());
-    return 1;
-  }
-  jitpipe::g_world = context->get();
-  ::testing::InitGoogleTest(&argc, argv);
-  if ((*context)->rank() != 0) {
-    ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new jitpipe::RankFailurePrinter((*context)->rank()));
-  }
-  const int result = RUN_ALL_TESTS();
-  context->reset();  // MPI_Finalize (MPI_Abort after an incomplete failure exchange)
-  return result;
-}

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "tests/testing/rank_failure_printer.h"
 
 namespace jitpipe::testing {
 namespace {
@@ -43,21 +44,6 @@ bool InAJobOfItsOwn() {
   suite = suite.substr(suite.find('/') + 1);  // "Backends/TransportAbortTest"
   return absl::StrContains(::testing::GTEST_FLAG(filter), suite);
 }
-
-// Other processes print only their failures, each line naming the process.
-class RankFailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& result) override {
-    if (!result.failed()) return;
-    std::fprintf(stderr, "rank %d: %s:%d: %s\n", rank_,
-                 result.file_name() == nullptr ? "?" : result.file_name(), result.line_number(),
-                 result.summary());
-  }
-
- private:
-  const int rank_;
-};
 
 }  // namespace
 
@@ -104,11 +90,7 @@ void EndLaunchedWorlds() { LaunchedWorlds().clear(); }
 
 int RunConformanceSuites(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  if (const int rank = LaunchedRank(Launcher::kMpirun); rank > 0) {
-    ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new RankFailurePrinter(rank));
-  }
+  PrintOnlyFailuresOnRank(LaunchedRank(Launcher::kMpirun));
   int result = RUN_ALL_TESTS();
   EndLaunchedWorlds();  // MPI_Finalize (MPI_Abort after an incomplete failure exchange)
   // A job its launcher started that ran none of its tests (all skipped: a
