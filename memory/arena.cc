@@ -1,6 +1,7 @@
 #include "memory/arena.h"
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
 #include <set>
 #include <utility>
@@ -19,6 +20,17 @@ ArenaLayout ChooseBestArena(absl::Span<const ArenaAlgorithm* const> algorithms,
     if (best.arena_bytes <= good_enough) break;
   }
   return best;
+}
+
+ArenaLayout ChooseBestGreedyArena(absl::Span<const LiveInterval> intervals, int num_times,
+                                  int64_t alignment, int64_t good_enough) {
+  const std::unique_ptr<ArenaAlgorithm> by_start = MakeGreedyBestFit(PlacementOrder::kStart);
+  const std::unique_ptr<ArenaAlgorithm> by_size =
+      MakeGreedyBestFit(PlacementOrder::kDecreasingSize);
+  const std::unique_ptr<ArenaAlgorithm> by_duration =
+      MakeGreedyBestFit(PlacementOrder::kDecreasingDuration);
+  const ArenaAlgorithm* const algorithms[] = {by_start.get(), by_size.get(), by_duration.get()};
+  return ChooseBestArena(algorithms, intervals, num_times, alignment, good_enough);
 }
 
 absl::Status VerifyArenaLayout(absl::Span<const LiveInterval> intervals,

@@ -101,6 +101,13 @@ ArenaLayout ChooseBestArena(absl::Span<const ArenaAlgorithm* const> algorithms,
                             absl::Span<const LiveInterval> intervals, int num_times,
                             int64_t alignment, int64_t good_enough);
 
+// ChooseBestArena over the three greedy best-fit orders, by start, by
+// decreasing size and by decreasing duration (each refined as
+// MakeGreedyBestFit says): the planner's arena (memory_plan.h) and the
+// receive arena (recv_pool.h). REQUIRES: as ChooseBestArena.
+ArenaLayout ChooseBestGreedyArena(absl::Span<const LiveInterval> intervals, int num_times,
+                                  int64_t alignment, int64_t good_enough);
+
 // Checks a layout: one offset per interval, each a multiple of `alignment`,
 // arena_bytes the high-water mark, and no two intervals overlapping in both
 // time and bytes. O(n log n). Errors: Internal naming the two intervals.

@@ -26,14 +26,8 @@ int64_t GoodEnough(int64_t peak, double slack) {
 
 // The arena for `buffers`; the search stops at `good_enough` bytes.
 ArenaLayout PlaceArena(const RankBuffers& buffers, int64_t alignment, int64_t good_enough) {
-  const std::unique_ptr<ArenaAlgorithm> by_start = MakeGreedyBestFit(PlacementOrder::kStart);
-  const std::unique_ptr<ArenaAlgorithm> by_size =
-      MakeGreedyBestFit(PlacementOrder::kDecreasingSize);
-  const std::unique_ptr<ArenaAlgorithm> by_duration =
-      MakeGreedyBestFit(PlacementOrder::kDecreasingDuration);
-  const ArenaAlgorithm* const algorithms[] = {by_start.get(), by_size.get(), by_duration.get()};
-  std::vector<LiveInterval> intervals = ArenaIntervals(buffers);
-  return ChooseBestArena(algorithms, intervals, buffers.num_actions, alignment, good_enough);
+  return ChooseBestGreedyArena(ArenaIntervals(buffers), buffers.num_actions, alignment,
+                               good_enough);
 }
 
 char KindLetter(BufferKind kind) {

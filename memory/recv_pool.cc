@@ -61,14 +61,8 @@ int64_t ReceiveArenaBytes(const std::vector<const Buffer*>& received, int num_ac
   std::vector<LiveInterval> intervals;
   intervals.reserve(received.size());
   for (const Buffer* b : received) intervals.push_back({b->bytes, b->alloc_index, b->free_index});
-  const std::unique_ptr<ArenaAlgorithm> by_start = MakeGreedyBestFit(PlacementOrder::kStart);
-  const std::unique_ptr<ArenaAlgorithm> by_size =
-      MakeGreedyBestFit(PlacementOrder::kDecreasingSize);
-  const std::unique_ptr<ArenaAlgorithm> by_duration =
-      MakeGreedyBestFit(PlacementOrder::kDecreasingDuration);
-  const ArenaAlgorithm* const algorithms[] = {by_start.get(), by_size.get(), by_duration.get()};
-  return ChooseBestArena(algorithms, intervals, std::max(num_actions, 1), /*alignment=*/1,
-                         /*good_enough=*/PeakBytes(received))
+  return ChooseBestGreedyArena(intervals, std::max(num_actions, 1), /*alignment=*/1,
+                               /*good_enough=*/PeakBytes(received))
       .arena_bytes;
 }
 

@@ -30,14 +30,6 @@
 namespace jitpipe::cli {
 namespace {
 
-Model UnitModel() {
-  Model m;
-  m.defaults.forward_us = 1;
-  m.defaults.backward_input_us = 1;
-  m.defaults.backward_weight_us = 1;
-  return m;
-}
-
 int RunRender(const Command& command, const Invocation& invocation) {
   const std::string out = absl::GetFlag(FLAGS_output);
   if (out.empty() || !absl::EndsWith(out, ".svg")) {
@@ -50,7 +42,7 @@ int RunRender(const Command& command, const Invocation& invocation) {
   if (!partition.ok()) return UsageError(command, partition.status().message());
   partition->predict.overlap = absl::GetFlag(FLAGS_overlap);
   const std::string model_path = absl::GetFlag(FLAGS_model);
-  Model model = UnitModel();
+  Model model = UnitCostModel();
   if (!model_path.empty()) {
     absl::StatusOr<StagedModel> loaded = LoadModelForSchedule(model_path, *schedule, *partition);
     if (!loaded.ok()) return Fail(command, loaded.status());

@@ -213,6 +213,14 @@ double Model::ComputeUs(const Action& action) const {
   }
 }
 
+Model UnitCostModel() {
+  Model m;
+  m.defaults.forward_us = 1;
+  m.defaults.backward_input_us = 1;
+  m.defaults.backward_weight_us = 1;
+  return m;
+}
+
 absl::Status ValidateModel(const Model& model) {
   RETURN_IF_ERROR(CheckStageSpec(model.defaults, "defaults", model.dp.param_dtype));
   absl::flat_hash_map<int, size_t> seen;  // stage index -> first entry

@@ -171,6 +171,11 @@ struct Model {
 // within int64.
 inline constexpr int64_t kMaxModelBytes = int64_t{1} << 40;
 
+// Unit costs: F = I = W = 1 us on every stage (B = 2), free communication,
+// no sizes. The model of a schedule's shape alone: what `render` draws and
+// the tests' anchors use.
+Model UnitCostModel();
+
 // Checks the ranges of every field, naming it: times finite and >= 0, byte
 // sizes in [0, kMaxModelBytes], param_bytes a whole number of param_dtype elements, override
 // indices >= 0 and distinct, dp.size >= 1, dp.buckets >= 1. Errors: InvalidArgument, e.g.

@@ -7,6 +7,7 @@
 #include "scheduler/analysis/comm_matching.h"
 #include "scheduler/execution/deadlock.h"
 #include "scheduler/ir/schedule_csv.h"
+#include "tests/scheduler/execution/matched_program.h"
 #include "tests/testing/status_matchers.h"
 
 namespace jitpipe::comm_fifo_test {
@@ -14,18 +15,9 @@ namespace {
 
 using ::jitpipe::testing::Message;
 
-struct Program {
-  Schedule schedule;
-  CommPositions positions;
-};
+using Program = ::jitpipe::testing::MatchedProgram;
 
-Program Parse(const std::string& csv) {
-  absl::StatusOr<Schedule> s = ParseScheduleCsv(csv);
-  EXPECT_OK(s.status());
-  absl::StatusOr<CommPositions> p = MatchSendRecv(*s);
-  EXPECT_OK(p.status());
-  return {*s, *p};
-}
+Program Parse(const std::string& csv) { return ::jitpipe::testing::ParseMatched(csv); }
 
 // The header's example: rank 0 posts 0RECV_B0 then 0SEND_F1, rank 1 posts
 // 1RECV_F1 then 1SEND_B0. Tag matching and one communicator per directed

@@ -7,6 +7,7 @@
 #include "scheduler/analysis/comm_matching.h"
 #include "scheduler/execution/run_ranks.h"
 #include "scheduler/ir/schedule_csv.h"
+#include "tests/scheduler/execution/matched_program.h"
 #include "tests/testing/status_matchers.h"
 
 namespace jitpipe::rank_cursor_test {
@@ -17,18 +18,9 @@ constexpr char kOneFOneB[] =
     "0F0,0SEND_F0,0RECV_B0,0B0\n"
     "1RECV_F0,1F0,1B0,1SEND_B0\n";
 
-struct Program {
-  Schedule schedule;
-  CommPositions positions;
-};
+using Program = ::jitpipe::testing::MatchedProgram;
 
-Program Parse(const std::string& csv) {
-  absl::StatusOr<Schedule> s = ParseScheduleCsv(csv);
-  EXPECT_OK(s.status());
-  absl::StatusOr<CommPositions> p = MatchSendRecv(*s);
-  EXPECT_OK(p.status());
-  return {*s, *p};
-}
+Program Parse(const std::string& csv) { return ::jitpipe::testing::ParseMatched(csv); }
 
 // Every instruction of one rank's cursor, passing each wait as if it held.
 std::vector<std::string> Walk(const Program& p, int rank, WaitModel model,

@@ -25,10 +25,7 @@ using ::jitpipe::testing::Message;
 // The anchors' model: F = I = W = 1 per stage (B = 2), free communication,
 // no data parallelism; one byte of stash per microbatch.
 Model UnitModel() {
-  Model m;
-  m.defaults.forward_us = 1;
-  m.defaults.backward_input_us = 1;
-  m.defaults.backward_weight_us = 1;
+  Model m = UnitCostModel();
   m.defaults.stash_bytes = 1;
   return m;
 }

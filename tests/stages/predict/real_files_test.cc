@@ -25,15 +25,6 @@ namespace {
 
 using ::jitpipe::testing::ReadTestdata;
 
-// F = I = W = 1 (B = 2), free communication.
-Model UnitModel() {
-  Model m;
-  m.defaults.forward_us = 1;
-  m.defaults.backward_input_us = 1;
-  m.defaults.backward_weight_us = 1;
-  return m;
-}
-
 // PyTorch's artifact is exactly what its DualPipeV generator gives for
 // pp 4, 10 microbatches, and so is ours.
 TEST(RealFilesTest, DualPipeVArtifactIsTheGeneratorsOrder) {
@@ -71,7 +62,7 @@ TEST_P(RealFileGoldenTest, ShowsLowersAndSimulatesAsTheGoldenFiles) {
                                  .wait_send = true, .check_invariants = true}));
   EXPECT_EQ(ScheduleToCsv(waits), ReadTestdata("real_golden/" + f.name + ".jit_waits.csv"));
   EXPECT_OK(Validate(waits));
-  ASSERT_OK_AND_ASSIGN(Prediction p, Predict(s, UnitModel()));
+  ASSERT_OK_AND_ASSIGN(Prediction p, Predict(s, UnitCostModel()));
   EXPECT_DOUBLE_EQ(p.simulation.makespan_us, f.makespan_us);
   for (const RankSimulation& r : p.simulation.ranks) EXPECT_DOUBLE_EQ(r.busy_us, f.busy_us);
 }
@@ -111,7 +102,7 @@ TEST_P(PyTorchMainGoldenTest, LoweringEqualsTheHandWrittenProgram) {
   EXPECT_OK(Validate(read, {.semantics = CommSemantics::kStrict}));
   EXPECT_OK(Validate(read, {.comms = CommLayout::kPerEdge}));
   EXPECT_OK(Validate(read, {.comms = CommLayout::kPerGroup}));
-  EXPECT_OK(Predict(read, UnitModel()).status());
+  EXPECT_OK(Predict(read, UnitCostModel()).status());
 }
 
 INSTANTIATE_TEST_SUITE_P(
