@@ -96,7 +96,7 @@ void LifetimeBuilder::Sent(Buffer& b, int at, int send, int wait) const {
 
 // Input, stash and output of (stage, mb), all from its F.
 void LifetimeBuilder::AddActivations(int stage, int mb) {
-  const MicrobatchSlots& sl = slots_.At(stage, mb);
+  const MicrobatchSlots sl = slots_.At(stage, mb);
   const StageCost& cost = Cost(stage);
   const int last_input_use = std::max({sl.f, sl.w, sl.b});
   if (!slots_.PrevLocal(stage)) {  // else the output of stage - 1 is this input
@@ -114,7 +114,7 @@ void LifetimeBuilder::AddActivations(int stage, int mb) {
 
   Buffer output = Make(BufferKind::kOutput, stage, mb, cost.output_bytes);
   if (slots_.NextLocal(stage)) {
-    const MicrobatchSlots& next = slots_.At(stage + 1, mb);
+    const MicrobatchSlots next = slots_.At(stage + 1, mb);
     output.handoff_stage = stage + 1;
     output.bytes = std::max(cost.output_bytes, Cost(stage + 1).input_bytes);
     Produced(output, sl.f, std::max({sl.f, next.f, next.w, next.b}));
@@ -128,7 +128,7 @@ void LifetimeBuilder::AddActivations(int stage, int mb) {
 
 // The received output grad and the produced input grad of (stage, mb).
 void LifetimeBuilder::AddGradients(int stage, int mb) {
-  const MicrobatchSlots& sl = slots_.At(stage, mb);
+  const MicrobatchSlots sl = slots_.At(stage, mb);
   const StageCost& cost = Cost(stage);
   const int bw = sl.Backward();
   if (slots_.NextRemote(stage)) {  // else none (last stage) or the input grad of stage + 1
@@ -140,7 +140,7 @@ void LifetimeBuilder::AddGradients(int stage, int mb) {
   if (slots_.schedule().IsFirstStage(stage)) return;
   Buffer grad = Make(BufferKind::kInputGrad, stage, mb, cost.input_bytes);
   if (slots_.PrevLocal(stage)) {
-    const MicrobatchSlots& prev = slots_.At(stage - 1, mb);
+    const MicrobatchSlots prev = slots_.At(stage - 1, mb);
     grad.handoff_stage = stage - 1;
     grad.bytes = std::max(cost.input_bytes, Cost(stage - 1).output_bytes);
     Produced(grad, bw, std::max(bw, prev.LastBackward()));
@@ -280,8 +280,19 @@ absl::StatusOr<RankBuffers> ComputeBufferLifetimes(const Schedule& schedule, con
   if (!schedule.lowered) {
     return absl::FailedPreconditionError("plan needs a lowered program; run jitpipe lower first");
   }
+  RETURN_IF_ERROR(ValidateHeader(schedule));
+  return ComputeBufferLifetimes(schedule, ProgramIndex::BuildForRank(schedule, rank), model, rank,
+                                options);
+}
+
+absl::StatusOr<RankBuffers> ComputeBufferLifetimes(const Schedule& schedule,
+                                                   const ProgramIndex& index, const Model& model,
+                                                   int rank, const LifetimeOptions& options) {
+  if (!schedule.lowered) {
+    return absl::FailedPreconditionError("plan needs a lowered program; run jitpipe lower first");
+  }
   RETURN_IF_ERROR(CheckModelFits(model, schedule.num_stages()));
-  ASSIGN_OR_RETURN(const ProgramSlots slots, ProgramSlots::Build(schedule, rank));
+  ASSIGN_OR_RETURN(const ProgramSlots slots, ProgramSlots::Build(schedule, index, rank));
   return LifetimeBuilder(slots, model, options).Build(rank);
 }
 

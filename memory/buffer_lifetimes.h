@@ -60,6 +60,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "scheduler/analysis/program_index.h"
 #include "scheduler/ir/model.h"
 #include "scheduler/ir/schedule.h"
 
@@ -167,14 +168,23 @@ struct RankBuffers {
 // Computes the buffers of `rank`'s program. The program is expected to pass
 // Validate(); only what lifetimes need is checked here.
 // Errors: FailedPrecondition for a compute-only schedule ("plan needs a
-// lowered program; run jitpipe lower first"); InvalidArgument naming the
-// rank, index and action for a stage not on the rank, a microbatch out of
-// range, an action repeated, a receive or send between stages of one rank or
+// lowered program; run jitpipe lower first"); InvalidArgument from
+// ValidateHeader and naming the rank, index and action (as Validate words
+// it) for a stage not on the rank, a microbatch out of range, an action
+// repeated, a receive or send between stages of one rank or
 // from a chain's end, a consumer before its RECV or producer, a SEND before
 // its producer, a missing SEND/RECV for a cross-rank neighbour, and
 // UNSHARD/RESHARD out of pairs; InvalidArgument from CheckModelFits.
 // REQUIRES: 0 <= rank < schedule.pp, options.prefetch >= 0.
 absl::StatusOr<RankBuffers> ComputeBufferLifetimes(const Schedule& schedule, const Model& model,
+                                                   int rank, const LifetimeOptions& options);
+
+// The same through `index` = ProgramIndex::Build(schedule) (or
+// BuildForRank(schedule, rank)), for a caller that plans every rank: one
+// index of every program instead of one per rank.
+// REQUIRES: also ValidateHeader(schedule) passed.
+absl::StatusOr<RankBuffers> ComputeBufferLifetimes(const Schedule& schedule,
+                                                   const ProgramIndex& index, const Model& model,
                                                    int rank, const LifetimeOptions& options);
 
 }  // namespace jitpipe

@@ -146,15 +146,18 @@ std::string RankMemoryPlan::ToString() const {
   return out;
 }
 
-absl::StatusOr<RankMemoryPlan> PlanRankMemory(const Schedule& schedule, const Model& model,
-                                              int rank, const PlanOptions& options) {
-  RETURN_IF_ERROR(ValidatePlanOptions(options));
+namespace {
+
+// PlanRankMemory over an index of every rank's program, built once.
+absl::StatusOr<RankMemoryPlan> PlanIndexedRank(const Schedule& schedule,
+                                               const ProgramIndex& index, const Model& model,
+                                               int rank, const PlanOptions& options) {
   RankMemoryPlan plan;
   plan.rank = rank;
   plan.options = options;
   ASSIGN_OR_RETURN(
       plan.buffers,
-      ComputeBufferLifetimes(schedule, model, rank,
+      ComputeBufferLifetimes(schedule, index, model, rank,
                              LifetimeOptions{options.policy, options.prefetch,
                                              options.send_release}));
   plan.peak = PeakOf(LiveBytes(plan.buffers));
@@ -170,16 +173,28 @@ absl::StatusOr<RankMemoryPlan> PlanRankMemory(const Schedule& schedule, const Mo
   return plan;
 }
 
+}  // namespace
+
+absl::StatusOr<RankMemoryPlan> PlanRankMemory(const Schedule& schedule, const Model& model,
+                                              int rank, const PlanOptions& options) {
+  RETURN_IF_ERROR(ValidatePlanOptions(options));
+  RETURN_IF_ERROR(ValidateHeader(schedule));
+  return PlanIndexedRank(schedule, ProgramIndex::BuildForRank(schedule, rank), model, rank,
+                         options);
+}
+
 absl::StatusOr<std::vector<RankMemoryPlan>> PlanMemory(const Schedule& schedule,
                                                        const Model& model,
                                                        const PlanOptions& options,
                                                        int threads) {
   RETURN_IF_ERROR(ValidatePlanOptions(options));
+  RETURN_IF_ERROR(ValidateHeader(schedule));
+  const ProgramIndex index = ProgramIndex::Build(schedule);
   // One slot per rank, each written by the one thread that plans it.
   std::vector<absl::StatusOr<RankMemoryPlan>> planned(
       static_cast<size_t>(std::max(schedule.pp, 0)), absl::InternalError("not planned"));
   ParallelFor(schedule.pp, threads, [&](int rank) {
-    planned[rank] = PlanRankMemory(schedule, model, rank, options);
+    planned[rank] = PlanIndexedRank(schedule, index, model, rank, options);
   });
   std::vector<RankMemoryPlan> plans;
   plans.reserve(planned.size());

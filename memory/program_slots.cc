@@ -1,163 +1,110 @@
 #include "memory/program_slots.h"
 
+#include <algorithm>
+#include <iterator>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "scheduler/analysis/action_error.h"
 
 namespace jitpipe {
-namespace {
 
-int* SlotFor(MicrobatchSlots& s, ActionKind kind) {
-  switch (kind) {
-    case ActionKind::kForward: return &s.f;
-    case ActionKind::kBackwardInput: return &s.i;
-    case ActionKind::kBackwardWeight: return &s.w;
-    case ActionKind::kBackward: return &s.b;
-    case ActionKind::kRecvF: return &s.recv_f;
-    case ActionKind::kRecvB: return &s.recv_b;
-    case ActionKind::kSendF: return &s.send_f;
-    case ActionKind::kSendB: return &s.send_b;
-    case ActionKind::kWaitSendF: return &s.wait_send_f;
-    case ActionKind::kWaitSendB: return &s.wait_send_b;
-    default: return nullptr;
-  }
-}
-
-}  // namespace
-
-ProgramSlots::ProgramSlots(const Schedule& schedule, int rank)
-    : schedule_(&schedule), program_(&schedule.ranks[rank]), rank_(rank),
-      m_(schedule.microbatches_per_chain()),
+ProgramSlots::ProgramSlots(const Schedule& schedule, const ProgramIndex& index, int rank)
+    : schedule_(&schedule), index_(&index), rank_(rank),
       stages_(RankToStages(schedule.stage_to_rank, schedule.pp)[rank]),
       local_(schedule.num_stages(), kNoSlot) {
   for (size_t l = 0; l < stages_.size(); ++l) local_[stages_[l]] = static_cast<int>(l);
-  slots_.assign(stages_.size() * m_, MicrobatchSlots{});
-  stage_slots_.assign(stages_.size(), StageSlots{});
+  stage_slots_.reserve(stages_.size());
+  for (int stage : stages_) {
+    StageSlots st;
+    st.reduce = index.reduce_grad[stage];
+    st.wait_reduce = index.wait_reduce_grad[stage];
+    st.shards.assign(index.shards[stage].begin(), index.shards[stage].end());
+    const size_t base = index.Key(stage, 0);
+    for (size_t k = base; k < base + static_cast<size_t>(index.microbatches); ++k) {
+      for (int32_t at : {index.backward[k], index.backward_weight[k]}) {
+        if (at != kAbsent && (st.first_grad == kNoSlot || at < st.first_grad)) st.first_grad = at;
+      }
+    }
+    stage_slots_.push_back(std::move(st));
+  }
 }
 
-absl::StatusOr<ProgramSlots> ProgramSlots::Build(const Schedule& schedule, int rank) {
-  ProgramSlots slots(schedule, rank);
-  RETURN_IF_ERROR(slots.Index());
+absl::StatusOr<ProgramSlots> ProgramSlots::Build(const Schedule& schedule,
+                                                 const ProgramIndex& index, int rank) {
+  RETURN_IF_ERROR(index.FaultStatus(schedule, rank));
+  ProgramSlots slots(schedule, index, rank);
+  RETURN_IF_ERROR(slots.CheckTransferLinks());
   for (int stage : slots.stages_) {
-    for (int mb = 0; mb < slots.m_; ++mb) RETURN_IF_ERROR(slots.CheckOrder(stage, mb));
+    for (int mb = 0; mb < index.microbatches; ++mb) RETURN_IF_ERROR(slots.CheckOrder(stage, mb));
   }
   return slots;
 }
 
-bool ProgramSlots::PrevRemote(int stage) const {
-  return !schedule_->IsFirstStage(stage) && schedule_->RankOf(stage - 1) != rank_;
-}
-bool ProgramSlots::PrevLocal(int stage) const {
-  return !schedule_->IsFirstStage(stage) && schedule_->RankOf(stage - 1) == rank_;
-}
-bool ProgramSlots::NextRemote(int stage) const {
-  return !schedule_->IsLastStage(stage) && schedule_->RankOf(stage + 1) != rank_;
-}
-bool ProgramSlots::NextLocal(int stage) const {
-  return !schedule_->IsLastStage(stage) && schedule_->RankOf(stage + 1) == rank_;
+MicrobatchSlots ProgramSlots::At(int stage, int mb) const {
+  const ProgramIndex& x = *index_;
+  const size_t k = x.Key(stage, mb);
+  MicrobatchSlots sl;
+  sl.f = x.forward[k];
+  sl.i = x.backward_input[k];
+  sl.w = x.backward_weight[k];
+  sl.b = x.backward[k];
+  sl.recv_f = x.recv_f[k];
+  sl.recv_b = x.recv_b[k];
+  sl.send_f = x.send_f[k];
+  sl.send_b = x.send_b[k];
+  sl.wait_send_f = x.wait_send_f[k];
+  sl.wait_send_b = x.wait_send_b[k];
+  return sl;
 }
 
+bool ProgramSlots::PrevRemote(int stage) const {
+  const StageLink& link = index_->stages[stage];
+  return link.prev_rank != kAbsent && link.prev_rank != rank_;
+}
+bool ProgramSlots::PrevLocal(int stage) const { return index_->stages[stage].prev_rank == rank_; }
+bool ProgramSlots::NextRemote(int stage) const {
+  const StageLink& link = index_->stages[stage];
+  return link.next_rank != kAbsent && link.next_rank != rank_;
+}
+bool ProgramSlots::NextLocal(int stage) const { return index_->stages[stage].next_rank == rank_; }
+
 int ProgramSlots::ComputeActionBefore(int index, int k) const {
-  const int before = computes_before_[index];
-  return before >= k ? compute_index_[before - k] : 0;
+  const std::vector<int32_t>& computes = index_->ranks[rank_].computes;
+  const auto before = std::lower_bound(computes.begin(), computes.end(), index) - computes.begin();
+  return before >= k ? computes[before - k] : 0;
 }
 
 absl::Status ProgramSlots::Error(int index, absl::string_view what) const {
-  return absl::InvalidArgumentError(absl::StrCat("rank ", rank_, ", index ", index, " (",
-                                                 (*program_)[index].ToString(), "): ", what));
+  return ActionError(rank_, index, schedule_->ranks[rank_][index], what);
 }
 
-absl::Status ProgramSlots::Index() {
-  const int n = num_actions();
-  computes_before_.resize(n);
-  for (int index = 0; index < n; ++index) {
-    const Action& action = (*program_)[index];
-    computes_before_[index] = static_cast<int>(compute_index_.size());
-    if (IsCompute(action.kind)) compute_index_.push_back(index);
-    if (action.is_bubble()) return Error(index, "a bubble in a lowered program");
-    if (action.is_compound()) {
-      for (const Action& part : action.sub_actions) RETURN_IF_ERROR(Record(part, index));
-    } else {
-      RETURN_IF_ERROR(Record(action, index));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ProgramSlots::Record(const Action& action, int index) {
-  const int stage = action.stage;
-  if (stage < 0 || stage >= schedule_->num_stages()) {
-    return Error(index, absl::StrCat("stage ", stage, " does not exist (the schedule has ",
-                                     schedule_->num_stages(), " stages)"));
-  }
-  if (local_[stage] == kNoSlot) {
-    return Error(index, absl::StrCat("stage ", stage, " is on rank ", schedule_->RankOf(stage),
-                                     ", not on rank ", rank_));
-  }
-  if (!HasMicrobatch(action.kind)) return RecordStageWide(action, index);
-  if (action.microbatch < 0 || action.microbatch >= m_) {
-    return Error(index, absl::StrCat("microbatch ", action.microbatch, " is out of range (",
-                                     m_, " microbatches per chain)"));
-  }
-  int* slot = SlotFor(MutableAt(stage, action.microbatch), action.kind);
-  if (*slot != kNoSlot) {
-    return Error(index, absl::StrCat(action.ToString(), " already ran at index ", *slot));
-  }
-  *slot = index;
-  if (IsSendRecv(action.kind)) {
+// Every SEND and RECV of the rank talks to a neighbour stage on another
+// rank, checked in program order.
+absl::Status ProgramSlots::CheckTransferLinks() const {
+  const ProgramIndex::RankLists& lists = index_->ranks[rank_];
+  std::vector<int32_t> transfers;
+  transfers.reserve(lists.recvs.size() + lists.sends.size());
+  std::merge(lists.recvs.begin(), lists.recvs.end(), lists.sends.begin(), lists.sends.end(),
+             std::back_inserter(transfers));
+  for (int32_t index : transfers) {
+    const Action& action = schedule_->ranks[rank_][index];
     // RECV_F and SEND_B talk to the previous stage, SEND_F and RECV_B to the next.
     const bool previous = action.kind == ActionKind::kRecvF || action.kind == ActionKind::kSendB;
-    if (!(previous ? PrevRemote(stage) : NextRemote(stage))) {
-      return Error(index, absl::StrCat("stage ", stage, " has no ", previous ? "previous" : "next",
-                                       " stage on another rank to ",
+    if (!(previous ? PrevRemote(action.stage) : NextRemote(action.stage))) {
+      return Error(index, absl::StrCat("stage ", action.stage, " has no ",
+                                       previous ? "previous" : "next", " stage on another rank to ",
                                        IsSend(action.kind) ? "send to" : "receive from"));
     }
-  }
-  if (action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardWeight) {
-    int& first = stage_slots_[local_[stage]].first_grad;
-    if (first == kNoSlot) first = index;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ProgramSlots::RecordStageWide(const Action& action, int index) {
-  StageSlots& st = stage_slots_[local_[action.stage]];
-  if (action.kind == ActionKind::kReduceGrad) {
-    if (st.reduce != kNoSlot) {
-      return Error(index, absl::StrCat(action.ToString(), " already ran at index ", st.reduce));
-    }
-    st.reduce = index;
-    return absl::OkStatus();
-  }
-  if (action.kind == ActionKind::kWaitReduceGrad) {
-    if (st.reduce == kNoSlot) {
-      return Error(index, absl::StrCat("no REDUCE_GRAD of stage ", action.stage, " before it"));
-    }
-    if (st.wait_reduce != kNoSlot) {
-      return Error(index,
-                   absl::StrCat(action.ToString(), " already ran at index ", st.wait_reduce));
-    }
-    st.wait_reduce = index;
-    return absl::OkStatus();
-  }
-  const bool open = !st.shards.empty() && st.shards.back().second == kNoSlot;
-  if (action.kind == ActionKind::kUnshard) {
-    if (open) {
-      return Error(index, absl::StrCat("stage ", action.stage, " is already unsharded (at index ",
-                                       st.shards.back().first, ")"));
-    }
-    st.shards.push_back({index, kNoSlot});
-  } else {  // kReshard
-    if (!open) return Error(index, absl::StrCat("stage ", action.stage, " is not unsharded"));
-    st.shards.back().second = index;
   }
   return absl::OkStatus();
 }
 
 // Checks the orderings the lifetimes rely on for one (stage, microbatch).
 absl::Status ProgramSlots::CheckOrder(int stage, int mb) const {
-  const MicrobatchSlots& sl = At(stage, mb);
+  const MicrobatchSlots sl = At(stage, mb);
   auto id = [&] { return absl::StrCat("stage ", stage, " microbatch ", mb); };
   if (sl.wait_send_f != kNoSlot && (sl.send_f == kNoSlot || sl.send_f > sl.wait_send_f)) {
     return Error(sl.wait_send_f, absl::StrCat("no SEND_F of ", id(), " before it"));

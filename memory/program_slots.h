@@ -2,6 +2,10 @@
 // per (stage, microbatch) and per stage, checked for what buffer lifetimes
 // rely on. ComputeBufferLifetimes (buffer_lifetimes.h) is built on it.
 //
+// A view of one rank over the program index (scheduler/analysis/
+// program_index.h), which holds every position already: building it reads
+// the rank's stages' tables and checks the lifetimes' rules there.
+//
 // Index spaces: program index (0 .. n-1); global stage; local stage (the
 // stage's position among the rank's stages); microbatch within the chain.
 // Per-(stage, microbatch) slots are dense at local * microbatches + mb.
@@ -14,11 +18,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "scheduler/analysis/program_index.h"
 #include "scheduler/ir/schedule.h"
 
 namespace jitpipe {
 
-inline constexpr int kNoSlot = -1;
+inline constexpr int kNoSlot = kAbsent;
 
 // Program indices of one (stage, microbatch)'s actions; kNoSlot if absent.
 struct MicrobatchSlots {
@@ -39,23 +44,27 @@ struct StageSlots {
 
 class ProgramSlots {
  public:
-  // Indexes `rank`'s program. Errors: InvalidArgument "rank R, index I
-  // (ACTION): ..." for a bubble, a stage not on the rank, a microbatch out of
-  // range, an action repeated, a SEND/RECV without a neighbour stage on
-  // another rank, UNSHARD/RESHARD out of pairs, a WAIT_REDUCE_GRAD without
-  // a REDUCE_GRAD before it, and per (stage, microbatch): a backward or send
-  // before its F, a RECV_F missing or after F, a SEND_F missing, a RECV_B
-  // missing or after the first I/B, a SEND_B missing or before it, a RECV
-  // without its consumer, a WAIT_SEND without its SEND before it.
-  // The schedule must outlive the result. REQUIRES: 0 <= rank < schedule.pp.
-  static absl::StatusOr<ProgramSlots> Build(const Schedule& schedule, int rank);
+  // Views `rank`'s program through `index` = ProgramIndex::Build(schedule).
+  // Errors, InvalidArgument "rank R, index I (ACTION): ...": the rank's
+  // index fault (ProgramIndex::FaultStatus: a bubble, a stage not on the
+  // rank, a microbatch out of range, an action repeated, UNSHARD/RESHARD out
+  // of pairs, a WAIT_REDUCE_GRAD without a REDUCE_GRAD before it); a
+  // SEND/RECV without a neighbour stage on another rank; and per (stage,
+  // microbatch): a backward or send before its F, a RECV_F missing or after
+  // F, a SEND_F missing, a RECV_B missing or after the first I/B, a SEND_B
+  // missing or before it, a RECV without its consumer, a WAIT_SEND without
+  // its SEND before it.
+  // `schedule` and `index` must outlive the result.
+  // REQUIRES: 0 <= rank < schedule.pp.
+  static absl::StatusOr<ProgramSlots> Build(const Schedule& schedule, const ProgramIndex& index,
+                                            int rank);
 
   const Schedule& schedule() const { return *schedule_; }
-  int num_actions() const { return static_cast<int>(program_->size()); }
+  int num_actions() const { return static_cast<int>(schedule_->ranks[rank_].size()); }
   const std::vector<int>& stages() const { return stages_; }  // ascending
   int LocalOf(int stage) const { return local_[stage]; }      // kNoSlot: not on this rank
-  int microbatches() const { return m_; }
-  const MicrobatchSlots& At(int stage, int mb) const { return slots_[local_[stage] * m_ + mb]; }
+  int microbatches() const { return index_->microbatches; }
+  MicrobatchSlots At(int stage, int mb) const;
   const StageSlots& ForStage(int stage) const { return stage_slots_[local_[stage]]; }
 
   // The program index of the k-th compute action before `index`, or 0 when
@@ -69,24 +78,17 @@ class ProgramSlots {
   bool NextLocal(int stage) const;
 
  private:
-  ProgramSlots(const Schedule& schedule, int rank);
-  absl::Status Index();
-  absl::Status Record(const Action& action, int index);
-  absl::Status RecordStageWide(const Action& action, int index);
+  ProgramSlots(const Schedule& schedule, const ProgramIndex& index, int rank);
+  absl::Status CheckTransferLinks() const;
   absl::Status CheckOrder(int stage, int mb) const;
   absl::Status Error(int index, absl::string_view what) const;
-  MicrobatchSlots& MutableAt(int stage, int mb) { return slots_[local_[stage] * m_ + mb]; }
 
   const Schedule* schedule_;
-  const RankProgram* program_;
+  const ProgramIndex* index_;
   int rank_;
-  int m_;
   std::vector<int> stages_;
-  std::vector<int> local_;                // global stage -> local stage
-  std::vector<MicrobatchSlots> slots_;
-  std::vector<StageSlots> stage_slots_;   // per local stage
-  std::vector<int> computes_before_;      // compute actions before each index
-  std::vector<int> compute_index_;        // program index of each compute action
+  std::vector<int> local_;               // global stage -> local stage
+  std::vector<StageSlots> stage_slots_;  // per local stage
 };
 
 }  // namespace jitpipe

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "scheduler/analysis/action_error.h"
 #include "scheduler/analysis/grid_report.h"
 
 namespace jitpipe {
@@ -30,39 +31,20 @@ std::string PartText(const Action& top, int stage, int microbatch, ActionKind ki
 // only when they fail, each action in (rank, index) order.
 class Matcher {
  public:
-  Matcher(const Schedule& s, int grid_rows)
-      : s_(s), grid_rows_(grid_rows), mbs_(s.microbatches_per_chain()) {
-    const size_t n = static_cast<size_t>(s.num_stages()) * mbs_;
-    pos_.microbatches = mbs_;
-    for (auto* table : {&pos_.send_f, &pos_.recv_f, &pos_.send_b, &pos_.recv_b, &forward_at_,
-                        &backward_at_, &wait_f_, &wait_b_}) {
-      table->assign(n, kAbsent);
-    }
-    pos_.reduce_grad.assign(s.num_stages(), kAbsent);
-    pos_.stages.resize(s.num_stages());
-    for (int stage = 0; stage < s.num_stages(); ++stage) {
-      StageLink& link = pos_.stages[stage];
-      link.rank = s.RankOf(stage);
-      if (!s.IsFirstStage(stage)) link.prev_rank = s.RankOf(stage - 1);
-      if (!s.IsLastStage(stage)) link.next_rank = s.RankOf(stage + 1);
-    }
-  }
+  Matcher(const Schedule& s, ProgramIndex index, int grid_rows)
+      : s_(s), grid_rows_(grid_rows), mbs_(s.microbatches_per_chain()), pos_(std::move(index)) {}
 
-  // The fast path: one recording sweep, then the rules checked over the
-  // dense tables. When either finds something wrong, the exact checker runs
-  // over the same records to name the first violation in (rank, index)
-  // order; it alone decides.
+  // The fast path: the rules checked over the index's dense tables. When
+  // the index has a fault or a rule fails there, the exact checker runs over
+  // the same tables to name the first violation in (rank, index) order; it
+  // alone decides.
   absl::StatusOr<CommPositions> Run() {
-    const bool each_end_once = Record();
-    if (each_end_once && TablesConsistent()) return std::move(pos_);
+    if (pos_.clean && TablesConsistent()) return std::move(pos_);
     return CheckEachAction();
   }
 
   // The exact checker alone (MatchSendRecvPerAction).
-  absl::StatusOr<CommPositions> RunPerAction() {
-    Record();
-    return CheckEachAction();
-  }
+  absl::StatusOr<CommPositions> RunPerAction() { return CheckEachAction(); }
 
  private:
   // Every action in (rank, index) order. REQUIRES: Record() ran.
@@ -76,24 +58,8 @@ class Matcher {
     return std::move(pos_);
   }
 
-  size_t Key(int stage, int mb) const { return static_cast<size_t>(stage) * mbs_ + mb; }
-
-  std::vector<int32_t>& TableOf(ActionKind kind) {
-    switch (kind) {
-      case ActionKind::kSendF:
-        return pos_.send_f;
-      case ActionKind::kRecvF:
-        return pos_.recv_f;
-      case ActionKind::kSendB:
-        return pos_.send_b;
-      case ActionKind::kWaitSendF:
-        return wait_f_;
-      case ActionKind::kWaitSendB:
-        return wait_b_;
-      default:
-        return pos_.recv_b;
-    }
-  }
+  size_t Key(int stage, int mb) const { return pos_.Key(stage, mb); }
+  const std::vector<int32_t>& TableOf(ActionKind kind) const { return pos_.TableOf(kind); }
 
   // The rules of Check(), stated over the tables: per (stage, microbatch),
   // each transfer end crosses a link to another rank, has its partner, and a
@@ -112,8 +78,8 @@ class Matcher {
       for (size_t k = base; k < base + mbs; ++k) {
         const int32_t send_f = pos_.send_f[k], recv_f = pos_.recv_f[k];
         const int32_t send_b = pos_.send_b[k], recv_b = pos_.recv_b[k];
-        const int32_t f = forward_at_[k], b = backward_at_[k];
-        const int32_t wait_f = wait_f_[k], wait_b = wait_b_[k];
+        const int32_t f = pos_.forward[k], b = pos_.BackwardAt(k);
+        const int32_t wait_f = pos_.wait_send_f[k], wait_b = pos_.wait_send_b[k];
         bool ok = true;
         if (wait_f != kAbsent) ok &= send_f != kAbsent && send_f < wait_f;
         if (wait_b != kAbsent) ok &= send_b != kAbsent && send_b < wait_b;
@@ -124,12 +90,12 @@ class Matcher {
         if (prev_remote) {
           ok &= recv_f != kAbsent && recv_f < f;
         } else if (has_prev) {
-          ok &= forward_at_[k - mbs] < f;
+          ok &= pos_.forward[k - mbs] < f;
         }
         if (next_remote) {
           ok &= recv_b != kAbsent && recv_b < b;
         } else if (has_next) {
-          ok &= backward_at_[k + mbs] < b;
+          ok &= pos_.BackwardAt(k + mbs) < b;
         }
         if (!ok) return false;
       }
@@ -137,38 +103,8 @@ class Matcher {
     return true;
   }
 
-  // The first index of each transfer end and of each compute phase.
-  // Returns whether no transfer end appeared twice.
-  bool Record() {
-    bool each_end_once = true;
-    for (int r = 0; r < s_.pp; ++r) {
-      const RankProgram& program = s_.ranks[r];
-      for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
-        const Action& a = program[i];
-        if (IsTransfer(a.kind) || IsWaitSend(a.kind)) {
-          int32_t& slot = TableOf(a.kind)[Key(a.stage, a.microbatch)];
-          each_end_once &= slot == kAbsent;
-          if (slot == kAbsent) slot = i;
-          continue;
-        }
-        if (a.kind == ActionKind::kReduceGrad) {
-          pos_.reduce_grad[a.stage] = i;
-          continue;
-        }
-        ForEachComputePartFast(a, [&](const Action& part) {
-          if (part.kind == ActionKind::kForward) forward_at_[Key(part.stage, part.microbatch)] = i;
-          if (part.kind == ActionKind::kBackward || part.kind == ActionKind::kBackwardInput) {
-            backward_at_[Key(part.stage, part.microbatch)] = i;
-          }
-        });
-      }
-    }
-    return each_end_once;
-  }
-
   absl::Status Error(int rank, int32_t index, absl::string_view what) const {
-    absl::Status status = absl::InvalidArgumentError(absl::StrCat(
-        "rank ", rank, ", index ", index, " (", s_.ranks[rank][index].ToString(), "): ", what));
+    absl::Status status = ActionError(rank, index, s_.ranks[rank][index], what);
     if (grid_rows_ <= 0) return status;
     return WithGrid(std::move(status), FormatGridExcerpt(s_.ranks, index, grid_rows_));
   }
@@ -208,11 +144,12 @@ class Matcher {
     }
     const int32_t first = TableOf(a.kind)[Key(s, mb)];
     if (first != i) {
-      return Error(r, i, absl::StrCat("a second ", a.ToString(), "; the first is at index ", first));
+      return Error(r, i, RepeatWhat(a, first));
     }
     if (send) {
       const ActionKind producer = forward ? ActionKind::kForward : ActionKind::kBackward;
-      const int32_t at = (forward ? forward_at_ : backward_at_)[Key(s, mb)];
+      const size_t key = Key(s, mb);
+      const int32_t at = forward ? pos_.forward[key] : pos_.BackwardAt(key);
       if (at > i) {
         return Error(r, i, absl::StrCat("its data is produced later, at index ", at, " (",
                                         PartText(s_.ranks[r][at], s, mb, producer), ")"));
@@ -233,7 +170,7 @@ class Matcher {
   absl::Status CheckWaitSend(int r, int32_t i, const Action& a) {
     const int32_t first = TableOf(a.kind)[Key(a.stage, a.microbatch)];
     if (first != i) {
-      return Error(r, i, absl::StrCat("a second ", a.ToString(), "; the first is at index ", first));
+      return Error(r, i, RepeatWhat(a, first));
     }
     const ActionKind send_kind = WaitedSendKind(a.kind);
     const Action send = Action::Make(send_kind, a.stage, a.microbatch);
@@ -275,7 +212,8 @@ class Matcher {
       }
       return Error(r, i, what);
     }
-    const int32_t at = (forward ? forward_at_ : backward_at_)[Key(from_stage, mb)];
+    const size_t from_key = Key(from_stage, mb);
+    const int32_t at = forward ? pos_.forward[from_key] : pos_.BackwardAt(from_key);
     if (at < i) return absl::OkStatus();
     const ActionKind kind = forward ? ActionKind::kForward : ActionKind::kBackward;
     return Error(r, i, absl::StrCat("needs ", PartText(s_.ranks[r][at], from_stage, mb, kind),
@@ -288,9 +226,6 @@ class Matcher {
   const int grid_rows_;
   const int mbs_;
   CommPositions pos_;
-  // Index of each (stage, microbatch)'s F and of its I or B in the stage's
-  // rank's program, and of its WAIT_SEND_F and WAIT_SEND_B.
-  std::vector<int32_t> forward_at_, backward_at_, wait_f_, wait_b_;
 };
 
 absl::Status RequireLowered(const Schedule& schedule) {
@@ -303,12 +238,18 @@ absl::Status RequireLowered(const Schedule& schedule) {
 
 absl::StatusOr<CommPositions> MatchSendRecv(const Schedule& schedule, int grid_rows) {
   RETURN_IF_ERROR(RequireLowered(schedule));
-  return Matcher(schedule, grid_rows).Run();
+  return Matcher(schedule, ProgramIndex::Build(schedule), grid_rows).Run();
+}
+
+absl::StatusOr<CommPositions> MatchSendRecv(const Schedule& schedule, ProgramIndex index,
+                                            int grid_rows) {
+  RETURN_IF_ERROR(RequireLowered(schedule));
+  return Matcher(schedule, std::move(index), grid_rows).Run();
 }
 
 absl::StatusOr<CommPositions> MatchSendRecvPerAction(const Schedule& schedule, int grid_rows) {
   RETURN_IF_ERROR(RequireLowered(schedule));
-  return Matcher(schedule, grid_rows).RunPerAction();
+  return Matcher(schedule, ProgramIndex::Build(schedule), grid_rows).RunPerAction();
 }
 
 }  // namespace jitpipe

@@ -37,10 +37,10 @@
 // with the program's step x rank grid around that index attached
 // (grid_report.h).
 //
-// Cost: one sweep over the actions that records every position, then one
-// pass over the dense (stage, microbatch) tables that checks the rules there;
-// the per-action checker runs only when that pass fails, to name the first
-// violation.
+// Cost: the program index (one sweep), then one pass over its dense
+// (stage, microbatch) tables that checks the rules there; the per-action
+// checker runs only when the index has a fault or that pass fails, to name
+// the first violation.
 #ifndef JITPIPE_SCHEDULER_ANALYSIS_COMM_MATCHING_H_
 #define JITPIPE_SCHEDULER_ANALYSIS_COMM_MATCHING_H_
 
@@ -49,36 +49,16 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "scheduler/analysis/program_index.h"
 #include "scheduler/ir/schedule.h"
 
 namespace jitpipe {
 
-inline constexpr int32_t kAbsent = -1;
-
-// A stage's rank and those of its neighbours in its chain (kAbsent past the
-// chain's ends), so hot loops need no division or chain arithmetic.
-struct StageLink {
-  int32_t rank = 0;
-  int32_t prev_rank = kAbsent;
-  int32_t next_rank = kAbsent;
-};
-
-// Where each transfer end sits: the index of the action in its rank's
-// program (the rank is that of the action's stage), or kAbsent. Tables are
-// indexed by the action's own stage and microbatch: stage * microbatches + mb.
-// A plain value; cheap to query from hot loops.
-struct CommPositions {
-  int microbatches = 0;  // per chain: the stride of the tables
-  std::vector<StageLink> stages;
-  std::vector<int32_t> send_f, recv_f, send_b, recv_b;
-  // By stage: the index of its REDUCE_GRAD (kAbsent when it has none), what
-  // a WAIT_REDUCE_GRAD waits for.
-  std::vector<int32_t> reduce_grad;
-
-  int32_t At(const std::vector<int32_t>& table, int stage, int microbatch) const {
-    return table[static_cast<size_t>(stage) * microbatches + microbatch];
-  }
-};
+// The positions MatchSendRecv hands out: the program index (program_index.h)
+// whose transfer tables (send_f, recv_f, send_b, recv_b by the action's own
+// stage and microbatch), stage links and reduce_grad it checked. A plain
+// value; cheap to query from hot loops.
+using CommPositions = ProgramIndex;
 
 // Inline forms of action.h's IsSendRecv and ForEachComputePart, for the
 // loops here that run over millions of actions (action.h's predicates are
@@ -123,6 +103,11 @@ struct Endpoint {
 // the schedule is not lowered; InvalidArgument for the first violation, with
 // a grid of at most `grid_rows` step rows attached (0: none).
 absl::StatusOr<CommPositions> MatchSendRecv(const Schedule& schedule, int grid_rows = 0);
+
+// The same over `index` = ProgramIndex::Build(schedule), for callers that
+// check the structure over the same index first (Validate).
+absl::StatusOr<CommPositions> MatchSendRecv(const Schedule& schedule, ProgramIndex index,
+                                            int grid_rows = 0);
 
 // The same result through the per-action checker alone, without the table
 // pass: the reference the tests hold MatchSendRecv to.

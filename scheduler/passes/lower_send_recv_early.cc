@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "scheduler/analysis/program_index.h"
 #include "scheduler/passes/pass_utils.h"
 
 namespace jitpipe {
@@ -21,7 +22,7 @@ class RoundRobin {
  public:
   explicit RoundRobin(const Schedule& in)
       : in_(in),
-        links_(LinksOf(in)),
+        links_(StageLinksOf(in)),
         forward_done_(PhaseTableSize(in), 0),
         backward_done_(PhaseTableSize(in), 0),
         recv_f_(PhaseTableSize(in), 0),
@@ -62,13 +63,13 @@ class RoundRobin {
 
   bool LeafReady(int rank, const Action& leaf) const {
     const int s = leaf.stage;
-    const StageLinks& link = links_[s];
-    if (leaf.kind == ActionKind::kForward && link.prev_rank != kNoRank) {
+    const StageLink& link = links_[s];
+    if (leaf.kind == ActionKind::kForward && link.prev_rank != kAbsent) {
       return recv_f_[Key(s, leaf.microbatch)] ||
              (link.prev_rank == rank && forward_done_[Key(s - 1, leaf.microbatch)]);
     }
     if ((leaf.kind == ActionKind::kBackward || leaf.kind == ActionKind::kBackwardInput) &&
-        link.next_rank != kNoRank) {
+        link.next_rank != kAbsent) {
       return recv_b_[Key(s, leaf.microbatch)] ||
              (link.next_rank == rank && backward_done_[Key(s + 1, leaf.microbatch)]);
     }
@@ -98,16 +99,16 @@ class RoundRobin {
   void PlaceLeaf(int rank, const Action& leaf) {
     const int s = leaf.stage;
     const int mb = leaf.microbatch;
-    const StageLinks& link = links_[s];
+    const StageLink& link = links_[s];
     if (leaf.kind == ActionKind::kForward) {
       forward_done_[Key(s, mb)] = 1;
-      if (link.next_rank == kNoRank || link.next_rank == rank) return;
+      if (link.next_rank == kAbsent || link.next_rank == rank) return;
       out_[rank].push_back(SimpleAction(ActionKind::kSendF, s, mb));
       out_[link.next_rank].push_back(SimpleAction(ActionKind::kRecvF, s + 1, mb));
       recv_f_[Key(s + 1, mb)] = 1;
     } else if (leaf.kind == ActionKind::kBackward || leaf.kind == ActionKind::kBackwardInput) {
       backward_done_[Key(s, mb)] = 1;
-      if (link.prev_rank == kNoRank || link.prev_rank == rank) return;
+      if (link.prev_rank == kAbsent || link.prev_rank == rank) return;
       out_[rank].push_back(SimpleAction(ActionKind::kSendB, s, mb));
       out_[link.prev_rank].push_back(SimpleAction(ActionKind::kRecvB, s - 1, mb));
       recv_b_[Key(s - 1, mb)] = 1;
@@ -159,7 +160,7 @@ class RoundRobin {
   }
 
   const Schedule& in_;
-  const std::vector<StageLinks> links_;
+  const std::vector<StageLink> links_;
   const size_t mbs_ = static_cast<size_t>(in_.microbatches_per_chain());
   std::vector<uint8_t> forward_done_, backward_done_;  // placed F / placed I or B
   std::vector<uint8_t> recv_f_, recv_b_;               // RECV placed (on the stage's rank)

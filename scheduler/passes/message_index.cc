@@ -1,5 +1,6 @@
 #include "scheduler/passes/message_index.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,13 +9,13 @@
 
 namespace jitpipe {
 
-MessageIndex::MessageIndex(const Schedule& s)
+MessageIndex::MessageIndex(const Schedule& s, const ProgramIndex& x)
     : s_(&s),
-      links_(LinksOf(s)),
+      links_(x.stages),
       mbs_(static_cast<size_t>(s.microbatches_per_chain())),
       table_(PhaseTableSize(s)),
       info_(2 * table_),
-      pair_index_(static_cast<size_t>(s.pp) * s.pp, kNone), late_recv_(s.pp, false) {}
+      pair_index_(static_cast<size_t>(s.pp) * s.pp, kAbsent), late_recv_(s.pp, false) {}
 
 absl::StatusOr<MessageIndex> MessageIndex::Build(const Schedule& schedule) {
   RETURN_IF_ERROR(ValidateHeader(schedule));
@@ -23,8 +24,12 @@ absl::StatusOr<MessageIndex> MessageIndex::Build(const Schedule& schedule) {
         "expected a lowered program (sends and receives placed, e.g. by "
         "LowerSendRecvEarly); this one is compute-only");
   }
-  MessageIndex index(schedule);
-  RETURN_IF_ERROR(index.Index());
+  const ProgramIndex x = ProgramIndex::Build(schedule);
+  if (!x.clean) {
+    for (int r = 0; r < schedule.pp; ++r) RETURN_IF_ERROR(x.FaultStatus(schedule, r));
+  }
+  MessageIndex index(schedule, x);
+  RETURN_IF_ERROR(index.Index(x));
   return index;
 }
 
@@ -35,39 +40,42 @@ Action MessageIndex::RecvAction(int32_t m) const {
                       static_cast<int32_t>(key / mbs_), static_cast<int32_t>(key % mbs_));
 }
 
-absl::Status MessageIndex::IndexRecv(int rank, size_t index, const Action& a) {
+absl::Status MessageIndex::IndexRecv(const ProgramIndex& x, int rank, int32_t index,
+                                     const Action& a) {
   const bool forward = a.kind == ActionKind::kRecvF;
-  const StageLinks& link = links_[a.stage];
-  if ((forward ? link.prev_rank : link.next_rank) == kNoRank) {
+  const StageLink& link = links_[a.stage];
+  if ((forward ? link.prev_rank : link.next_rank) == kAbsent) {
     return absl::FailedPreconditionError(absl::StrCat(
         Where(rank, index, a), ": nothing sends to this stage in that direction"));
   }
   const int32_t m = Id(forward, a.stage, a.microbatch);
-  if (info_[m].receiver != kNone) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(Where(rank, index, a), ": a second receive of the same message"));
-  }
-  info_[m].receiver = rank;
-  // Only the stage's own rank consumes m, so a consumer already seen stands
-  // before this RECV.
-  if (info_[m].consumer != kNone) late_recv_[rank] = true;
+  Info& info = info_[m];
+  info.receiver = rank;
+  // The consumer is the stage's F (RECV_F) or first of I / B (RECV_B), on
+  // this rank (the stage's). Its position among the non-RECV actions is its
+  // program index less the RECVs before it.
+  const size_t key = x.Key(a.stage, a.microbatch);
+  const int32_t at = forward ? x.forward[key] : x.BackwardAt(key);
+  if (at == kAbsent) return absl::OkStatus();  // CheckMatched names it
+  const std::vector<int32_t>& recvs = x.ranks[rank].recvs;
+  const auto recvs_before = std::lower_bound(recvs.begin(), recvs.end(), at) - recvs.begin();
+  info.consumer = at - static_cast<int32_t>(recvs_before);
+  if (at < index) late_recv_[rank] = true;
   return absl::OkStatus();
 }
 
-absl::Status MessageIndex::IndexSend(int rank, size_t index, const Action& a) {
+absl::Status MessageIndex::IndexSend(int rank, int32_t index, const Action& a) {
   auto fail = [&](absl::string_view what) {
     return absl::FailedPreconditionError(absl::StrCat(Where(rank, index, a), ": ", what));
   };
   const bool forward = a.kind == ActionKind::kSendF;
   const int to = forward ? links_[a.stage].next_rank : links_[a.stage].prev_rank;
-  if (to == kNoRank) return fail("the stage has no neighbour in that direction");
-  const int32_t m = OfSend(a);
-  Info& info = info_[m];
-  if (info.sender != kNone) return fail("a second send of the same message");
+  if (to == kAbsent) return fail("the stage has no neighbour in that direction");
   if (to == rank) return fail("a send between two stages of one rank");
+  Info& info = info_[OfSend(a)];
   info.sender = rank;
   int32_t& p = pair_index_[static_cast<size_t>(rank) * s_->pp + to];
-  if (p == kNone) {
+  if (p == kAbsent) {
     p = static_cast<int32_t>(pair_sizes_.size());
     pair_sizes_.push_back(0);
   }
@@ -76,34 +84,23 @@ absl::Status MessageIndex::IndexSend(int rank, size_t index, const Action& a) {
   return absl::OkStatus();
 }
 
-absl::Status MessageIndex::Index() {
-  // One sweep over every rank's program (index spaces: rank, program index).
-  const auto microbatches = static_cast<uint32_t>(mbs_);
+absl::Status MessageIndex::Index(const ProgramIndex& x) {
+  // Each rank's RECVs and SENDs in program order (the index lists them), so
+  // pairs are numbered in order of first SEND and errors come in (rank,
+  // index) order.
   for (int r = 0; r < s_->pp; ++r) {
     const RankProgram& program = s_->ranks[r];
-    int32_t non_recvs = 0;  // non-RECV actions before index i
-    for (size_t i = 0; i < program.size(); ++i) {
-      const Action& a = program[i];
-      if (a.is_bubble()) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(Where(r, i, a), ": expected a lowered program without bubbles"));
-      }
-      if (!SimpleActionInRange(*s_, r, a, microbatches)) {
-        RETURN_IF_ERROR(CheckActionIndices(*s_, r, i, a));
-      }
-      if (IsRecv(a.kind)) {
-        RETURN_IF_ERROR(IndexRecv(r, i, a));
-        continue;
-      }
-      if (IsSend(a.kind)) {
-        RETURN_IF_ERROR(IndexSend(r, i, a));
+    const std::vector<int32_t>& recvs = x.ranks[r].recvs;
+    const std::vector<int32_t>& sends = x.ranks[r].sends;
+    size_t ri = 0, si = 0;
+    while (ri < recvs.size() || si < sends.size()) {
+      if (si == sends.size() || (ri < recvs.size() && recvs[ri] < sends[si])) {
+        RETURN_IF_ERROR(IndexRecv(x, r, recvs[ri], program[recvs[ri]]));
+        ++ri;
       } else {
-        ForEachComputePart(a, [&](const Action& leaf) {
-          const int32_t m = Consumes(leaf);
-          if (m != kNoMessage && info_[m].consumer == kNone) info_[m].consumer = non_recvs;
-        });
+        RETURN_IF_ERROR(IndexSend(r, sends[si], program[sends[si]]));
+        ++si;
       }
-      ++non_recvs;
     }
   }
   RETURN_IF_ERROR(CheckMatched());
@@ -119,7 +116,7 @@ void MessageIndex::BuildSequences() {
   sequence_data_.assign(pair_offsets_.back(), kNoMessage);
   for (size_t m = 0; m < info_.size(); ++m) {
     const Info& info = info_[m];
-    if (info.sender == kNone) continue;
+    if (info.sender == kAbsent) continue;
     sequence_data_[pair_offsets_[info.pair] + static_cast<size_t>(info.order)] =
         static_cast<int32_t>(m);
   }
@@ -128,24 +125,21 @@ void MessageIndex::BuildSequences() {
 absl::Status MessageIndex::CheckMatched() const {
   for (size_t m = 0; m < info_.size(); ++m) {
     const Info& info = info_[m];
-    const bool complete =
-        info.receiver != kNone && info.sender != kNone && info.consumer != kNone;
-    if (complete || (info.receiver == kNone && info.sender == kNone)) continue;
+    if (info.receiver == kAbsent && info.sender == kAbsent) continue;
+    if (info.receiver != kAbsent && info.sender != kAbsent && info.consumer != kAbsent) continue;
     const Action recv = RecvAction(static_cast<int32_t>(m));
-    if (info.sender == kNone) {
+    if (info.sender == kAbsent) {
       return absl::FailedPreconditionError(
           absl::StrCat("rank ", info.receiver, ": ", recv.ToString(), " has no matching send"));
     }
-    if (info.receiver == kNone) {
+    if (info.receiver == kAbsent) {
       return absl::FailedPreconditionError(absl::StrCat(
           "rank ", info.sender, ": a send to stage ", recv.stage, " has no matching ",
           recv.ToString(), " on rank ", s_->RankOf(recv.stage)));
     }
     // A stage's actions all live on its rank, so the consumer is on the RECV's rank.
-    if (info.consumer == kNone) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "rank ", info.receiver, ": ", recv.ToString(), " has no consumer on that rank"));
-    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", info.receiver, ": ", recv.ToString(), " has no consumer on that rank"));
   }
   return absl::OkStatus();
 }

@@ -13,8 +13,10 @@
 // Index spaces: rank; program index; message id (2 * PhaseTableSize());
 // pair id (dense, in order of first SEND).
 //
-// A value built once per pass; const methods are thread-compatible. Cost:
-// one sweep over the programs plus one over the message table.
+// A view built from the program index (scheduler/analysis/program_index.h),
+// which already holds every transfer's position; const methods are
+// thread-compatible. Cost: the index, then a walk of each rank's SENDs and
+// RECVs and one of the message table.
 #ifndef JITPIPE_SCHEDULER_PASSES_MESSAGE_INDEX_H_
 #define JITPIPE_SCHEDULER_PASSES_MESSAGE_INDEX_H_
 
@@ -25,22 +27,26 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "scheduler/analysis/program_index.h"
 #include "scheduler/ir/schedule.h"
 #include "scheduler/passes/pass_utils.h"
 
 namespace jitpipe {
 
-inline constexpr int32_t kNoMessage = -1;
+inline constexpr int32_t kNoMessage = kAbsent;
 
 class MessageIndex {
  public:
   // Indexes `schedule`. Errors (the entry invariant of both placements):
-  //   InvalidArgument from ValidateHeader() and for a bad stage or
-  //   microbatch index (CheckActionIndices, naming rank, index and action);
-  //   FailedPrecondition for a compute-only program, a bubble, a RECV or SEND
-  //   twice, a SEND or RECV past its chain's end, a SEND to the same rank, a
-  //   SEND without its RECV on the receiving stage's rank (or the reverse),
-  //   a RECV that no compute on its rank consumes.
+  //   InvalidArgument from ValidateHeader() and for a program that is not
+  //   well formed — what the program index flags (program_index.h: a bad
+  //   stage or microbatch index, a bubble, an action repeated, ...), worded
+  //   as Validate() words it, naming rank, index and action;
+  //   FailedPrecondition for a well-formed program that is not one a
+  //   placement can take: compute-only, a SEND or RECV past its chain's end,
+  //   a SEND to the same rank, a SEND without its RECV on the receiving
+  //   stage's rank (or the reverse), a RECV that no compute on its rank
+  //   consumes.
   // `schedule` must outlive the result.
   static absl::StatusOr<MessageIndex> Build(const Schedule& schedule);
 
@@ -76,7 +82,7 @@ class MessageIndex {
   size_t num_pairs() const { return pair_sizes_.size(); }
 
  private:
-  explicit MessageIndex(const Schedule& s);
+  MessageIndex(const Schedule& s, const ProgramIndex& x);
 
   int32_t Id(bool forward, int stage, int mb) const {
     return static_cast<int32_t>((forward ? 0 : table_) + static_cast<size_t>(stage) * mbs_ +
@@ -89,24 +95,23 @@ class MessageIndex {
     }
     return kNoMessage;
   }
-  absl::Status Index();
-  absl::Status IndexRecv(int rank, size_t index, const Action& a);
-  absl::Status IndexSend(int rank, size_t index, const Action& a);
+  absl::Status Index(const ProgramIndex& x);
+  absl::Status IndexRecv(const ProgramIndex& x, int rank, int32_t index, const Action& a);
+  absl::Status IndexSend(int rank, int32_t index, const Action& a);
   absl::Status CheckMatched() const;
   void BuildSequences();
 
   // Per message, together so that the replay's lookups share a cache line.
-  static constexpr int32_t kNone = -1;
   struct Info {
-    int32_t sender = kNone;    // rank of its SEND
-    int32_t receiver = kNone;  // rank of its RECV
-    int32_t pair = kNone;
-    int32_t order = kNone;
-    int32_t consumer = kNone;  // kNone: no compute consumes it
+    int32_t sender = kAbsent;    // rank of its SEND
+    int32_t receiver = kAbsent;  // rank of its RECV
+    int32_t pair = kAbsent;
+    int32_t order = kAbsent;
+    int32_t consumer = kAbsent;  // kAbsent: no compute consumes it
   };
 
   const Schedule* s_;  // borrowed
-  std::vector<StageLinks> links_;
+  std::vector<StageLink> links_;
   size_t mbs_;    // microbatches per chain: the stride of a stage's ids
   size_t table_;  // PhaseTableSize(): where RECV_B ids start
   std::vector<Info> info_;

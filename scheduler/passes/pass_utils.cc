@@ -7,61 +7,22 @@
 #include "base/status_macros.h"
 
 namespace jitpipe {
-namespace {
-
-absl::Status CheckPart(const Schedule& s, int rank, size_t index, const Action& top,
-                       const Action& part) {
-  if (part.stage < 0 || part.stage >= s.num_stages()) {
-    return absl::InvalidArgumentError(absl::StrCat(Where(rank, index, top), ": stage ",
-                                                   part.stage, " does not exist; the schedule has ",
-                                                   s.num_stages(), " stages"));
-  }
-  if (s.RankOf(part.stage) != rank) {
-    return absl::InvalidArgumentError(absl::StrCat(Where(rank, index, top), ": stage ",
-                                                   part.stage, " lives on rank ",
-                                                   s.RankOf(part.stage), ", not on this rank"));
-  }
-  const int mbs = s.microbatches_per_chain();
-  if (HasMicrobatch(part.kind) && (part.microbatch < 0 || part.microbatch >= mbs)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Where(rank, index, top), ": microbatch ", part.microbatch,
-                     " is out of range; each stage runs ", mbs, " microbatches"));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-std::string Where(int rank, size_t index, const Action& action) {
-  return absl::StrCat("rank ", rank, ", index ", index, " (", action.ToString(), ")");
-}
-
 absl::Status CheckActionIndices(const Schedule& schedule, int rank, size_t index,
                                 const Action& action) {
   if (action.is_bubble()) return absl::OkStatus();
-  if (!action.is_compound()) return CheckPart(schedule, rank, index, action, action);
+  if (!action.is_compound()) return CheckPartIndices(schedule, rank, index, action, action);
   if (action.sub_actions.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(Where(rank, index, action), ": an OVERLAP_F_B without sub-actions"));
   }
   for (const Action& sub : action.sub_actions) {
-    RETURN_IF_ERROR(CheckPart(schedule, rank, index, action, sub));
+    RETURN_IF_ERROR(CheckPartIndices(schedule, rank, index, action, sub));
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckIndices(const Schedule& schedule) {
   return CheckProgram(schedule, "", [](const Action&) { return false; });
-}
-
-std::vector<StageLinks> LinksOf(const Schedule& schedule) {
-  std::vector<StageLinks> links(schedule.num_stages());
-  for (int s = 0; s < schedule.num_stages(); ++s) {
-    links[s].rank = schedule.RankOf(s);
-    if (!schedule.IsFirstStage(s)) links[s].prev_rank = schedule.RankOf(s - 1);
-    if (!schedule.IsLastStage(s)) links[s].next_rank = schedule.RankOf(s + 1);
-  }
-  return links;
 }
 
 bool HasAnyKind(const Schedule& schedule, std::initializer_list<ActionKind> kinds) {

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "scheduler/analysis/action_error.h"  // Where: how messages name an action
 #include "scheduler/ir/schedule.h"
 
 namespace jitpipe {
@@ -66,17 +67,6 @@ inline size_t PhaseTableSize(const Schedule& s) {
   return static_cast<size_t>(s.num_stages()) * static_cast<size_t>(s.microbatches_per_chain());
 }
 
-// A stage's rank and the ranks of its neighbours in its chain (kNoRank past
-// the chain's ends), so that hot loops need no division or chain arithmetic.
-inline constexpr int32_t kNoRank = -1;
-struct StageLinks {
-  int32_t rank = 0;
-  int32_t prev_rank = kNoRank;  // rank of stage - 1, if in the chain
-  int32_t next_rank = kNoRank;  // rank of stage + 1, if in the chain
-};
-// One entry per stage. REQUIRES: ValidateHeader(schedule) passed.
-std::vector<StageLinks> LinksOf(const Schedule& schedule);
-
 // Copies of actions for the hot loops of passes over millions of actions:
 // inline, and without the sub-action vector's out-of-line copy for the
 // common simple action. Equal to the copy constructor / Action::Make.
@@ -95,9 +85,6 @@ inline Action SimpleAction(ActionKind kind, int32_t stage, int32_t microbatch) {
   a.microbatch = microbatch;
   return a;
 }
-
-// "rank 1, index 4 (1SEND_F0)": how messages name an action.
-std::string Where(int rank, size_t index, const Action& action);
 
 // --- implementation ---------------------------------------------------------
 

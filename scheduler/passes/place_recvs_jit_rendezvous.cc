@@ -102,11 +102,11 @@ class Repair {
 
   // Every unfinished rank waits on another: each cycle among them is broken.
   absl::Status BreakAllCycles() {
-    std::vector<int> walk(s_.pp, kNoRank);  // the walk that first reached a rank
+    std::vector<int> walk(s_.pp, kAbsent);  // the walk that first reached a rank
     std::vector<std::vector<int>> cycles;
     for (int start = 0; start < s_.pp; ++start) {
       int x = start;
-      while (!cursors_[x].done() && walk[x] == kNoRank) {
+      while (!cursors_[x].done() && walk[x] == kAbsent) {
         walk[x] = start;
         x = WaitsOn(x);
       }
@@ -137,7 +137,7 @@ class Repair {
   // early costs least posts the RECV where it is blocked.
   absl::Status BreakCycle(const std::vector<int>& cycle) {
     int32_t best = kNoMessage;  // the message to receive early
-    int receiver = kNoRank;
+    int receiver = kAbsent;
     for (int r : cycle) {
       const Action& a = s_.ranks[r][cursors_[r].current().index];
       if (!IsSend(a.kind)) continue;  // blocked at a RECV

@@ -224,13 +224,14 @@ TEST_P(BufferLifetimesErrorTest, NamesRankIndexAndAction) {
 INSTANTIATE_TEST_SUITE_P(
     Table, BufferLifetimesErrorTest,
     ::testing::Values(
-        BadProgram{0, "1F0", "", "rank 0, index 0 (1F0): stage 1 is on rank 1, not on rank 0"},
+        BadProgram{0, "1F0", "", "rank 0, index 0 (1F0): stage 1 lives on rank 1, not on this rank"},
         BadProgram{0, "5F0", "",
-                   "rank 0, index 0 (5F0): stage 5 does not exist (the schedule has 2 stages)"},
+                   "rank 0, index 0 (5F0): stage 5 does not exist; the schedule has 2 stages"},
         BadProgram{0, "0F3", "",
-                   "rank 0, index 0 (0F3): microbatch 3 is out of range (2 microbatches per "
-                   "chain)"},
-        BadProgram{0, "0F0 0F0", "", "rank 0, index 1 (0F0): 0F0 already ran at index 0"},
+                   "rank 0, index 0 (0F3): microbatch 3 is out of range; each stage runs 2 "
+                   "microbatches (0..1)"},
+        BadProgram{0, "0F0 0F0", "", "rank 0, index 1 (0F0): a second forward of stage 0 microbatch 0; the first "
+                   "is at index 0"},
         BadProgram{0, "0RECV_F0 0F0", "",
                    "rank 0, index 0 (0RECV_F0): stage 0 has no previous stage on another rank "
                    "to receive from"},
@@ -260,10 +261,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadProgram{1, "", "1RECV_F0 1F0 1SEND_B0 1B0",
                    "rank 1, index 2 (1SEND_B0): no I or B of stage 1 microbatch 0 before it"},
         BadProgram{0, "0UNSHARD 0UNSHARD", "",
-                   "rank 0, index 1 (0UNSHARD): stage 0 is already unsharded (at index 0)"},
-        BadProgram{0, "0RESHARD", "", "rank 0, index 0 (0RESHARD): stage 0 is not unsharded"},
+                   "rank 0, index 1 (0UNSHARD): stage 0 is already unsharded (UNSHARD at index 0, "
+                   "no RESHARD since)"},
+        BadProgram{0, "0RESHARD", "", "rank 0, index 0 (0RESHARD): stage 0 is not unsharded (no UNSHARD before it)"},
         BadProgram{0, "0REDUCE_GRAD 0REDUCE_GRAD", "",
-                   "rank 0, index 1 (0REDUCE_GRAD): 0REDUCE_GRAD already ran at index 0"}));
+                   "rank 0, index 1 (0REDUCE_GRAD): a second gradient reduction of stage 0; the "
+                   "first is at index 0"}));
 
 TEST(BufferLifetimesTest, PolicyNames) {
   EXPECT_EQ(MemoryPolicyName(MemoryPolicy::kJit), "jit");

@@ -1,0 +1,238 @@
+#include "scheduler/analysis/program_index.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "scheduler/analysis/action_error.h"
+
+namespace jitpipe {
+namespace {
+
+bool IsPhase(ActionKind kind) {
+  return kind == ActionKind::kForward || kind == ActionKind::kBackward ||
+         kind == ActionKind::kBackwardInput || kind == ActionKind::kBackwardWeight;
+}
+
+// One sweep over every rank's program (see program_index.h).
+class Indexer {
+ public:
+  Indexer(const Schedule& s, ProgramIndex& index)
+      : s_(s), x_(index), mbs_(static_cast<uint32_t>(s.microbatches_per_chain())),
+        unsharded_(s.num_stages(), kAbsent) {}
+
+  void Run(int r) {
+    const RankProgram& program = s_.ranks[r];
+    ProgramIndex::RankLists& lists = x_.ranks[r];
+    for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
+      Index(r, i, program[i], lists);
+    }
+  }
+
+ private:
+  bool InRange(int rank, const Action& a) const {
+    return static_cast<size_t>(a.stage) < s_.stage_to_rank.size() &&
+           s_.stage_to_rank[a.stage] == rank &&
+           (!HasMicrobatch(a.kind) || static_cast<uint32_t>(a.microbatch) < mbs_);
+  }
+
+  static void Fault(ProgramIndex::RankLists& lists, IndexFault fault, int32_t index,
+                    int32_t part = 0, int32_t first = kAbsent) {
+    if (lists.fault.fault != IndexFault::kNone) return;
+    lists.fault = {fault, index, part, first};
+  }
+
+  void Take(ProgramIndex::RankLists& lists, int32_t& slot, int32_t index, int32_t part) {
+    if (slot == kAbsent) {
+      slot = index;
+      return;
+    }
+    x_.clean = false;
+    Fault(lists, IndexFault::kRepeat, index, part, slot);
+  }
+
+  void Fail(ProgramIndex::RankLists& lists, IndexFault fault, int32_t index, int32_t part = 0,
+            int32_t first = kAbsent) {
+    x_.clean = false;
+    Fault(lists, fault, index, part, first);
+  }
+
+  void IndexPhase(int rank, int32_t i, int32_t part_no, const Action& part,
+                  ProgramIndex::RankLists& lists) {
+    if (!IsPhase(part.kind)) return Fail(lists, IndexFault::kNotAPhase, i, part_no);
+    if (!InRange(rank, part)) return Fail(lists, IndexFault::kBadIndices, i, part_no);
+    Take(lists, x_.TableOf(part.kind)[x_.Key(part.stage, part.microbatch)], i, part_no);
+  }
+
+  void Index(int rank, int32_t i, const Action& a, ProgramIndex::RankLists& lists) {
+    switch (a.kind) {
+      case ActionKind::kForward:
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardInput:
+      case ActionKind::kBackwardWeight:
+        lists.computes.push_back(i);
+        return IndexPhase(rank, i, 0, a, lists);
+      case ActionKind::kOverlapFB: {
+        lists.computes.push_back(i);
+        if (a.sub_actions.empty()) return Fail(lists, IndexFault::kEmptyCompound, i);
+        int32_t part_no = 0;
+        for (const Action& part : a.sub_actions) IndexPhase(rank, i, part_no++, part, lists);
+        return;
+      }
+      case ActionKind::kBubble:
+        if (s_.lowered) Fail(lists, IndexFault::kBubbleInLowered, i);
+        return;
+      default:
+        break;
+    }
+    if (!s_.lowered) return Fail(lists, IndexFault::kNotComputeOnly, i);
+    if (!InRange(rank, a)) return Fail(lists, IndexFault::kBadIndices, i);
+    if (HasMicrobatch(a.kind)) {  // SEND/RECV, WAIT_SEND
+      if (IsRecv(a.kind)) lists.recvs.push_back(i);
+      if (IsSend(a.kind)) lists.sends.push_back(i);
+      return Take(lists, x_.TableOf(a.kind)[x_.Key(a.stage, a.microbatch)], i, 0);
+    }
+    switch (a.kind) {
+      case ActionKind::kReduceGrad:
+        return Take(lists, x_.reduce_grad[a.stage], i, 0);
+      case ActionKind::kWaitReduceGrad:
+        if (x_.reduce_grad[a.stage] == kAbsent) return Fail(lists, IndexFault::kReduceWaitFirst, i);
+        return Take(lists, x_.wait_reduce_grad[a.stage], i, 0);
+      case ActionKind::kUnshard: {
+        int32_t& open = unsharded_[a.stage];
+        if (open != kAbsent) return Fail(lists, IndexFault::kShardOrder, i, 0, open);
+        open = i;
+        x_.shards[a.stage].push_back({i, kAbsent});
+        return;
+      }
+      default: {  // kReshard
+        int32_t& open = unsharded_[a.stage];
+        if (open == kAbsent) return Fail(lists, IndexFault::kShardOrder, i);
+        open = kAbsent;
+        x_.shards[a.stage].back().second = i;
+        return;
+      }
+    }
+  }
+
+  const Schedule& s_;
+  ProgramIndex& x_;
+  const uint32_t mbs_;
+  std::vector<int32_t> unsharded_;  // by stage: its open UNSHARD
+};
+
+}  // namespace
+
+std::vector<StageLink> StageLinksOf(const Schedule& schedule) {
+  std::vector<StageLink> links(schedule.num_stages());
+  for (int stage = 0; stage < schedule.num_stages(); ++stage) {
+    StageLink& link = links[stage];
+    link.rank = schedule.RankOf(stage);
+    if (!schedule.IsFirstStage(stage)) link.prev_rank = schedule.RankOf(stage - 1);
+    if (!schedule.IsLastStage(stage)) link.next_rank = schedule.RankOf(stage + 1);
+  }
+  return links;
+}
+
+namespace {
+
+// An index with `rows` (by stage) and empty tables for them.
+ProgramIndex EmptyIndex(const Schedule& schedule, std::vector<int32_t> rows, int num_rows) {
+  ProgramIndex x;
+  x.microbatches = schedule.microbatches_per_chain();
+  const int num_stages = schedule.num_stages();
+  x.rows = std::move(rows);
+  const size_t n = static_cast<size_t>(num_rows) * static_cast<size_t>(x.microbatches);
+  for (auto* table : {&x.forward, &x.backward, &x.backward_input, &x.backward_weight, &x.send_f,
+                      &x.recv_f, &x.send_b, &x.recv_b, &x.wait_send_f, &x.wait_send_b}) {
+    table->assign(n, kAbsent);
+  }
+  x.reduce_grad.assign(num_stages, kAbsent);
+  x.wait_reduce_grad.assign(num_stages, kAbsent);
+  x.shards.resize(num_stages);
+  x.stages = StageLinksOf(schedule);
+  x.ranks.resize(schedule.pp);
+  return x;
+}
+
+}  // namespace
+
+ProgramIndex ProgramIndex::Build(const Schedule& schedule) {
+  std::vector<int32_t> rows(schedule.num_stages());
+  for (int stage = 0; stage < schedule.num_stages(); ++stage) rows[stage] = stage;
+  ProgramIndex x = EmptyIndex(schedule, std::move(rows), schedule.num_stages());
+  Indexer indexer(schedule, x);
+  for (int r = 0; r < schedule.pp; ++r) indexer.Run(r);
+  return x;
+}
+
+ProgramIndex ProgramIndex::BuildForRank(const Schedule& schedule, int rank) {
+  std::vector<int32_t> rows(schedule.num_stages(), kAbsent);
+  int num_rows = 0;
+  for (int stage = 0; stage < schedule.num_stages(); ++stage) {
+    if (schedule.RankOf(stage) == rank) rows[stage] = num_rows++;
+  }
+  ProgramIndex x = EmptyIndex(schedule, std::move(rows), num_rows);
+  Indexer(schedule, x).Run(rank);
+  return x;
+}
+
+const std::vector<int32_t>& ProgramIndex::TableOf(ActionKind kind) const {
+  switch (kind) {
+    case ActionKind::kForward: return forward;
+    case ActionKind::kBackward: return backward;
+    case ActionKind::kBackwardInput: return backward_input;
+    case ActionKind::kBackwardWeight: return backward_weight;
+    case ActionKind::kSendF: return send_f;
+    case ActionKind::kRecvF: return recv_f;
+    case ActionKind::kSendB: return send_b;
+    case ActionKind::kRecvB: return recv_b;
+    case ActionKind::kWaitSendF: return wait_send_f;
+    default: return wait_send_b;  // kWaitSendB
+  }
+}
+
+std::vector<int32_t>& ProgramIndex::TableOf(ActionKind kind) {
+  return const_cast<std::vector<int32_t>&>(std::as_const(*this).TableOf(kind));
+}
+
+absl::Status ProgramIndex::FaultStatus(const Schedule& schedule, int rank) const {
+  const RankFault& f = ranks[rank].fault;
+  if (f.fault == IndexFault::kNone) return absl::OkStatus();
+  const Action& top = schedule.ranks[rank][f.index];
+  const Action& part = top.is_compound() && !top.sub_actions.empty() ? top.sub_actions[f.part] : top;
+  switch (f.fault) {
+    case IndexFault::kBadIndices:
+      return CheckPartIndices(schedule, rank, f.index, top, part);
+    case IndexFault::kEmptyCompound:
+      return ActionError(rank, f.index, top, "an OVERLAP_F_B without sub-actions");
+    case IndexFault::kNotAPhase:
+      return ActionError(rank, f.index, top, "is not a compute action");
+    case IndexFault::kBubbleInLowered:
+      return ActionError(rank, f.index, top, "a bubble in a lowered program");
+    case IndexFault::kNotComputeOnly:
+      return ActionError(rank, f.index, top,
+                         absl::StrCat(KindName(top.kind),
+                                      " in a compute-only program (lowered is false)"));
+    case IndexFault::kRepeat:
+      return ActionError(rank, f.index, top, RepeatWhat(part, f.first));
+    case IndexFault::kReduceWaitFirst:
+      return ActionError(rank, f.index, top,
+                         absl::StrCat("waits for the gradient reduction of stage ", top.stage,
+                                      ", which has not started (no REDUCE_GRAD before it)"));
+    case IndexFault::kShardOrder:
+      if (top.kind == ActionKind::kUnshard) {
+        return ActionError(rank, f.index, top,
+                           absl::StrCat("stage ", top.stage,
+                                        " is already unsharded (UNSHARD at index ", f.first,
+                                        ", no RESHARD since)"));
+      }
+      return ActionError(rank, f.index, top,
+                         absl::StrCat("stage ", top.stage,
+                                      " is not unsharded (no UNSHARD before it)"));
+    case IndexFault::kNone:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace jitpipe
