@@ -1,7 +1,6 @@
 #include "memory/program_slots.h"
 
 #include <algorithm>
-#include <iterator>
 #include <string>
 #include <utility>
 
@@ -24,7 +23,8 @@ ProgramSlots::ProgramSlots(const Schedule& schedule, const ProgramIndex& index, 
     st.shards.assign(index.shards[stage].begin(), index.shards[stage].end());
     const size_t base = index.Key(stage, 0);
     for (size_t k = base; k < base + static_cast<size_t>(index.microbatches); ++k) {
-      for (int32_t at : {index.backward[k], index.backward_weight[k]}) {
+      for (int32_t at : {ProgramIndex::Get(index.backward, k),
+                         ProgramIndex::Get(index.backward_weight, k)}) {
         if (at != kAbsent && (st.first_grad == kNoSlot || at < st.first_grad)) st.first_grad = at;
       }
     }
@@ -36,7 +36,7 @@ absl::StatusOr<ProgramSlots> ProgramSlots::Build(const Schedule& schedule,
                                                  const ProgramIndex& index, int rank) {
   RETURN_IF_ERROR(index.FaultStatus(schedule, rank));
   ProgramSlots slots(schedule, index, rank);
-  RETURN_IF_ERROR(slots.CheckTransferLinks());
+  RETURN_IF_ERROR(slots.WalkProgram());
   for (int stage : slots.stages_) {
     for (int mb = 0; mb < index.microbatches; ++mb) RETURN_IF_ERROR(slots.CheckOrder(stage, mb));
   }
@@ -48,15 +48,15 @@ MicrobatchSlots ProgramSlots::At(int stage, int mb) const {
   const size_t k = x.Key(stage, mb);
   MicrobatchSlots sl;
   sl.f = x.forward[k];
-  sl.i = x.backward_input[k];
-  sl.w = x.backward_weight[k];
-  sl.b = x.backward[k];
+  sl.i = ProgramIndex::Get(x.backward_input, k);
+  sl.w = ProgramIndex::Get(x.backward_weight, k);
+  sl.b = ProgramIndex::Get(x.backward, k);
   sl.recv_f = x.recv_f[k];
   sl.recv_b = x.recv_b[k];
   sl.send_f = x.send_f[k];
   sl.send_b = x.send_b[k];
-  sl.wait_send_f = x.wait_send_f[k];
-  sl.wait_send_b = x.wait_send_b[k];
+  sl.wait_send_f = ProgramIndex::Get(x.wait_send_f, k);
+  sl.wait_send_b = ProgramIndex::Get(x.wait_send_b, k);
   return sl;
 }
 
@@ -72,25 +72,26 @@ bool ProgramSlots::NextRemote(int stage) const {
 bool ProgramSlots::NextLocal(int stage) const { return index_->stages[stage].next_rank == rank_; }
 
 int ProgramSlots::ComputeActionBefore(int index, int k) const {
-  const std::vector<int32_t>& computes = index_->ranks[rank_].computes;
-  const auto before = std::lower_bound(computes.begin(), computes.end(), index) - computes.begin();
-  return before >= k ? computes[before - k] : 0;
+  const auto before =
+      std::lower_bound(computes_.begin(), computes_.end(), index) - computes_.begin();
+  return before >= k ? computes_[before - k] : 0;
 }
 
 absl::Status ProgramSlots::Error(int index, absl::string_view what) const {
   return ActionError(rank_, index, schedule_->ranks[rank_][index], what);
 }
 
-// Every SEND and RECV of the rank talks to a neighbour stage on another
-// rank, checked in program order.
-absl::Status ProgramSlots::CheckTransferLinks() const {
-  const ProgramIndex::RankLists& lists = index_->ranks[rank_];
-  std::vector<int32_t> transfers;
-  transfers.reserve(lists.recvs.size() + lists.sends.size());
-  std::merge(lists.recvs.begin(), lists.recvs.end(), lists.sends.begin(), lists.sends.end(),
-             std::back_inserter(transfers));
-  for (int32_t index : transfers) {
-    const Action& action = schedule_->ranks[rank_][index];
+// One walk of the rank's program: where its compute actions are, and that
+// every SEND and RECV talks to a neighbour stage on another rank.
+absl::Status ProgramSlots::WalkProgram() {
+  const RankProgram& program = schedule_->ranks[rank_];
+  for (int index = 0; index < static_cast<int>(program.size()); ++index) {
+    const Action& action = program[index];
+    if (IsCompute(action.kind)) {
+      computes_.push_back(index);
+      continue;
+    }
+    if (!IsSendRecv(action.kind)) continue;
     // RECV_F and SEND_B talk to the previous stage, SEND_F and RECV_B to the next.
     const bool previous = action.kind == ActionKind::kRecvF || action.kind == ActionKind::kSendB;
     if (!(previous ? PrevRemote(action.stage) : NextRemote(action.stage))) {

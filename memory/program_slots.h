@@ -4,7 +4,8 @@
 //
 // A view of one rank over the program index (scheduler/analysis/
 // program_index.h), which holds every position already: building it reads
-// the rank's stages' tables and checks the lifetimes' rules there.
+// the rank's stages' tables and checks the lifetimes' rules there, and walks
+// the rank's program once for where its compute actions are.
 //
 // Index spaces: program index (0 .. n-1); global stage; local stage (the
 // stage's position among the rank's stages); microbatch within the chain.
@@ -79,7 +80,7 @@ class ProgramSlots {
 
  private:
   ProgramSlots(const Schedule& schedule, const ProgramIndex& index, int rank);
-  absl::Status CheckTransferLinks() const;
+  absl::Status WalkProgram();
   absl::Status CheckOrder(int stage, int mb) const;
   absl::Status Error(int index, absl::string_view what) const;
 
@@ -89,6 +90,7 @@ class ProgramSlots {
   std::vector<int> stages_;
   std::vector<int> local_;               // global stage -> local stage
   std::vector<StageSlots> stage_slots_;  // per local stage
+  std::vector<int> computes_;            // program indices of the compute actions
 };
 
 }  // namespace jitpipe

@@ -79,7 +79,8 @@ class Matcher {
         const int32_t send_f = pos_.send_f[k], recv_f = pos_.recv_f[k];
         const int32_t send_b = pos_.send_b[k], recv_b = pos_.recv_b[k];
         const int32_t f = pos_.forward[k], b = pos_.BackwardAt(k);
-        const int32_t wait_f = pos_.wait_send_f[k], wait_b = pos_.wait_send_b[k];
+        const int32_t wait_f = ProgramIndex::Get(pos_.wait_send_f, k);
+        const int32_t wait_b = ProgramIndex::Get(pos_.wait_send_b, k);
         bool ok = true;
         if (wait_f != kAbsent) ok &= send_f != kAbsent && send_f < wait_f;
         if (wait_b != kAbsent) ok &= send_b != kAbsent && send_b < wait_b;
@@ -239,12 +240,6 @@ absl::Status RequireLowered(const Schedule& schedule) {
 absl::StatusOr<CommPositions> MatchSendRecv(const Schedule& schedule, int grid_rows) {
   RETURN_IF_ERROR(RequireLowered(schedule));
   return Matcher(schedule, ProgramIndex::Build(schedule), grid_rows).Run();
-}
-
-absl::StatusOr<CommPositions> MatchSendRecv(const Schedule& schedule, ProgramIndex index,
-                                            int grid_rows) {
-  RETURN_IF_ERROR(RequireLowered(schedule));
-  return Matcher(schedule, std::move(index), grid_rows).Run();
 }
 
 absl::StatusOr<CommPositions> MatchSendRecvPerAction(const Schedule& schedule, int grid_rows) {

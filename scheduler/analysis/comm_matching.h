@@ -104,11 +104,6 @@ struct Endpoint {
 // a grid of at most `grid_rows` step rows attached (0: none).
 absl::StatusOr<CommPositions> MatchSendRecv(const Schedule& schedule, int grid_rows = 0);
 
-// The same over `index` = ProgramIndex::Build(schedule), for callers that
-// check the structure over the same index first (Validate).
-absl::StatusOr<CommPositions> MatchSendRecv(const Schedule& schedule, ProgramIndex index,
-                                            int grid_rows = 0);
-
 // The same result through the per-action checker alone, without the table
 // pass: the reference the tests hold MatchSendRecv to.
 absl::StatusOr<CommPositions> MatchSendRecvPerAction(const Schedule& schedule,

@@ -1,5 +1,6 @@
 #include "scheduler/analysis/program_index.h"
 
+#include <array>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -18,13 +19,49 @@ class Indexer {
  public:
   Indexer(const Schedule& s, ProgramIndex& index)
       : s_(s), x_(index), mbs_(static_cast<uint32_t>(s.microbatches_per_chain())),
-        unsharded_(s.num_stages(), kAbsent) {}
+        unsharded_(s.num_stages(), kAbsent) {
+    for (size_t kind = 0; kind < kTabled.size(); ++kind) {
+      if (!kTabled[kind]) continue;
+      std::vector<int32_t>& table = x_.TableOf(static_cast<ActionKind>(kind));
+      if (!table.empty()) tables_[kind] = table.data();
+    }
+  }
 
+  // The hot loop: a simple action of a kind with a table (F, B, I, W,
+  // SEND/RECV, WAIT_SEND) whose indices are in range takes its slot inline;
+  // everything else (compounds, bubbles, stage-wide actions, faults) goes
+  // through Index().
   void Run(int r) {
     const RankProgram& program = s_.ranks[r];
-    ProgramIndex::RankLists& lists = x_.ranks[r];
-    for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
-      Index(r, i, program[i], lists);
+    RankFault& ff = x_.faults[r];  // the rank's first fault
+    const size_t num_stages = s_.stage_to_rank.size();
+    const int* const stage_rank = s_.stage_to_rank.data();
+    const int32_t* const rows = x_.rows.data();
+    const size_t mbs = mbs_;
+    const bool lowered = s_.lowered;
+    // Locals, so that the stores into the tables (int32s the compiler cannot
+    // tell from these) do not force reloads.
+    const Action* const actions = program.data();
+    const auto n = static_cast<int32_t>(program.size());
+    int32_t* const* const tables = tables_.data();
+    for (int32_t i = 0; i < n; ++i) {
+      const Action& a = actions[i];
+      const auto kind = static_cast<size_t>(a.kind);
+      const auto stage = static_cast<size_t>(a.stage);
+      const auto mb = static_cast<size_t>(static_cast<uint32_t>(a.microbatch));
+      if (kTabled[kind] && stage < num_stages && stage_rank[stage] == r && mb < mbs &&
+          (lowered || IsPhase(a.kind))) {
+        int32_t* table = tables[kind];
+        if (table == nullptr) table = Allocate(a.kind);
+        int32_t& slot = table[static_cast<size_t>(rows[stage]) * mbs + mb];
+        if (slot == kAbsent) {
+          slot = i;
+        } else {
+          Fail(ff, IndexFault::kRepeat, i, 0, slot);
+        }
+        continue;
+      }
+      Index(r, i, a, ff);
     }
   }
 
@@ -35,78 +72,90 @@ class Indexer {
            (!HasMicrobatch(a.kind) || static_cast<uint32_t>(a.microbatch) < mbs_);
   }
 
-  static void Fault(ProgramIndex::RankLists& lists, IndexFault fault, int32_t index,
-                    int32_t part = 0, int32_t first = kAbsent) {
-    if (lists.fault.fault != IndexFault::kNone) return;
-    lists.fault = {fault, index, part, first};
-  }
-
-  void Take(ProgramIndex::RankLists& lists, int32_t& slot, int32_t index, int32_t part) {
-    if (slot == kAbsent) {
-      slot = index;
-      return;
+  // Kinds with a (stage, microbatch) table.
+  static constexpr auto kTabled = [] {
+    std::array<bool, kNumActionKinds> tabled{};
+    for (ActionKind kind : {ActionKind::kForward, ActionKind::kBackward,
+                            ActionKind::kBackwardInput, ActionKind::kBackwardWeight,
+                            ActionKind::kSendF, ActionKind::kRecvF, ActionKind::kSendB,
+                            ActionKind::kRecvB, ActionKind::kWaitSendF, ActionKind::kWaitSendB}) {
+      tabled[static_cast<size_t>(kind)] = true;
     }
-    x_.clean = false;
-    Fault(lists, IndexFault::kRepeat, index, part, slot);
+    return tabled;
+  }();
+
+  // The kind's table, given its rows on first use.
+  int32_t* Allocate(ActionKind kind) {
+    std::vector<int32_t>& table = x_.TableOf(kind);
+    if (table.empty()) table.assign(x_.table_size, kAbsent);
+    return tables_[static_cast<size_t>(kind)] = table.data();
+  }
+  std::vector<int32_t>& Rows(ActionKind kind) {
+    Allocate(kind);
+    return x_.TableOf(kind);
   }
 
-  void Fail(ProgramIndex::RankLists& lists, IndexFault fault, int32_t index, int32_t part = 0,
+  // Records a fault; the rank keeps its first.
+  void Fail(RankFault& ff, IndexFault what, int32_t index, int32_t part = 0,
             int32_t first = kAbsent) {
     x_.clean = false;
-    Fault(lists, fault, index, part, first);
+    if (ff.fault == IndexFault::kNone) ff = {what, index, part, first};
   }
 
-  void IndexPhase(int rank, int32_t i, int32_t part_no, const Action& part,
-                  ProgramIndex::RankLists& lists) {
-    if (!IsPhase(part.kind)) return Fail(lists, IndexFault::kNotAPhase, i, part_no);
-    if (!InRange(rank, part)) return Fail(lists, IndexFault::kBadIndices, i, part_no);
-    Take(lists, x_.TableOf(part.kind)[x_.Key(part.stage, part.microbatch)], i, part_no);
+  void Take(RankFault& ff, int32_t& slot, int32_t index, int32_t part) {
+    if (slot == kAbsent) {
+      slot = index;
+    } else {
+      Fail(ff, IndexFault::kRepeat, index, part, slot);
+    }
   }
 
-  void Index(int rank, int32_t i, const Action& a, ProgramIndex::RankLists& lists) {
+  void IndexPhase(int rank, int32_t i, int32_t part_no, const Action& part, RankFault& ff) {
+    if (!IsPhase(part.kind)) return Fail(ff, IndexFault::kNotAPhase, i, part_no);
+    if (!InRange(rank, part)) return Fail(ff, IndexFault::kBadIndices, i, part_no);
+    Take(ff, Rows(part.kind)[x_.Key(part.stage, part.microbatch)], i, part_no);
+  }
+
+  void Index(int rank, int32_t i, const Action& a, RankFault& ff) {
     switch (a.kind) {
       case ActionKind::kForward:
       case ActionKind::kBackward:
       case ActionKind::kBackwardInput:
       case ActionKind::kBackwardWeight:
-        lists.computes.push_back(i);
-        return IndexPhase(rank, i, 0, a, lists);
+        return IndexPhase(rank, i, 0, a, ff);
       case ActionKind::kOverlapFB: {
-        lists.computes.push_back(i);
-        if (a.sub_actions.empty()) return Fail(lists, IndexFault::kEmptyCompound, i);
+        if (a.sub_actions.empty()) return Fail(ff, IndexFault::kEmptyCompound, i);
         int32_t part_no = 0;
-        for (const Action& part : a.sub_actions) IndexPhase(rank, i, part_no++, part, lists);
+        for (const Action& part : a.sub_actions) IndexPhase(rank, i, part_no++, part, ff);
         return;
       }
       case ActionKind::kBubble:
-        if (s_.lowered) Fail(lists, IndexFault::kBubbleInLowered, i);
+        if (s_.lowered) Fail(ff, IndexFault::kBubbleInLowered, i);
         return;
       default:
         break;
     }
-    if (!s_.lowered) return Fail(lists, IndexFault::kNotComputeOnly, i);
-    if (!InRange(rank, a)) return Fail(lists, IndexFault::kBadIndices, i);
+    if (!s_.lowered) return Fail(ff, IndexFault::kNotComputeOnly, i);
+    if (!InRange(rank, a)) return Fail(ff, IndexFault::kBadIndices, i);
     if (HasMicrobatch(a.kind)) {  // SEND/RECV, WAIT_SEND
-      if (IsRecv(a.kind)) lists.recvs.push_back(i);
-      if (IsSend(a.kind)) lists.sends.push_back(i);
-      return Take(lists, x_.TableOf(a.kind)[x_.Key(a.stage, a.microbatch)], i, 0);
+      return Take(ff, Rows(a.kind)[x_.Key(a.stage, a.microbatch)], i, 0);
     }
     switch (a.kind) {
       case ActionKind::kReduceGrad:
-        return Take(lists, x_.reduce_grad[a.stage], i, 0);
+        return Take(ff, x_.reduce_grad[a.stage], i, 0);
       case ActionKind::kWaitReduceGrad:
-        if (x_.reduce_grad[a.stage] == kAbsent) return Fail(lists, IndexFault::kReduceWaitFirst, i);
-        return Take(lists, x_.wait_reduce_grad[a.stage], i, 0);
+        if (x_.reduce_grad[a.stage] == kAbsent) return Fail(ff, IndexFault::kReduceWaitFirst, i);
+        return Take(ff, x_.wait_reduce_grad[a.stage], i, 0);
       case ActionKind::kUnshard: {
         int32_t& open = unsharded_[a.stage];
-        if (open != kAbsent) return Fail(lists, IndexFault::kShardOrder, i, 0, open);
+        if (open != kAbsent) return Fail(ff, IndexFault::kShardOrder, i, 0, open);
         open = i;
         x_.shards[a.stage].push_back({i, kAbsent});
         return;
       }
       default: {  // kReshard
         int32_t& open = unsharded_[a.stage];
-        if (open == kAbsent) return Fail(lists, IndexFault::kShardOrder, i);
+        if (open == kAbsent) return Fail(ff, IndexFault::kShardOrder, i);
         open = kAbsent;
         x_.shards[a.stage].back().second = i;
         return;
@@ -118,6 +167,7 @@ class Indexer {
   ProgramIndex& x_;
   const uint32_t mbs_;
   std::vector<int32_t> unsharded_;  // by stage: its open UNSHARD
+  std::array<int32_t*, kNumActionKinds> tables_{};  // by kind; null until allocated
 };
 
 }  // namespace
@@ -141,16 +191,18 @@ ProgramIndex EmptyIndex(const Schedule& schedule, std::vector<int32_t> rows, int
   x.microbatches = schedule.microbatches_per_chain();
   const int num_stages = schedule.num_stages();
   x.rows = std::move(rows);
-  const size_t n = static_cast<size_t>(num_rows) * static_cast<size_t>(x.microbatches);
-  for (auto* table : {&x.forward, &x.backward, &x.backward_input, &x.backward_weight, &x.send_f,
-                      &x.recv_f, &x.send_b, &x.recv_b, &x.wait_send_f, &x.wait_send_b}) {
-    table->assign(n, kAbsent);
+  x.table_size = static_cast<size_t>(num_rows) * static_cast<size_t>(x.microbatches);
+  x.forward.assign(x.table_size, kAbsent);
+  if (schedule.lowered) {  // the other tables get their rows when first written
+    for (auto* table : {&x.send_f, &x.recv_f, &x.send_b, &x.recv_b}) {
+      table->assign(x.table_size, kAbsent);
+    }
   }
   x.reduce_grad.assign(num_stages, kAbsent);
   x.wait_reduce_grad.assign(num_stages, kAbsent);
   x.shards.resize(num_stages);
   x.stages = StageLinksOf(schedule);
-  x.ranks.resize(schedule.pp);
+  x.faults.resize(schedule.pp);
   return x;
 }
 
@@ -196,7 +248,7 @@ std::vector<int32_t>& ProgramIndex::TableOf(ActionKind kind) {
 }
 
 absl::Status ProgramIndex::FaultStatus(const Schedule& schedule, int rank) const {
-  const RankFault& f = ranks[rank].fault;
+  const RankFault& f = faults[rank];
   if (f.fault == IndexFault::kNone) return absl::OkStatus();
   const Action& top = schedule.ranks[rank][f.index];
   const Action& part = top.is_compound() && !top.sub_actions.empty() ? top.sub_actions[f.part] : top;

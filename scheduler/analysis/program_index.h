@@ -1,9 +1,9 @@
 // One index of a schedule's programs, built by one sweep over every rank's
-// actions, that the checkers and the passes read instead of sweeping the
-// programs again: the structure checker's fast path (validate_structure.h),
-// send/receive matching (comm_matching.h), the planner's program slots
-// (memory/program_slots.h) and the receive placements' messages
-// (passes/message_index.h).
+// actions, that the checkers and the passes read instead of recording
+// positions of their own: send/receive matching (comm_matching.h, and so the
+// validator, the executable builder and every pass that takes its
+// positions), the planner's program slots (memory/program_slots.h) and the
+// receive placements' messages (passes/message_index.h).
 //
 // Index spaces: rank; program index (an action's position in its rank's
 // program; a compound's parts share it); global stage; microbatch within
@@ -33,7 +33,10 @@
 // fault the same way).
 //
 // Cost: one sweep (a handful of stores per action) and dense tables of
-// 10 * stages * microbatches int32s; no hashing, no sorting.
+// stages * microbatches int32s, one per kind the program has (F, B and the
+// four transfer kinds for a lowered 1F1B: 6; I, W and the WAIT_SEND tables
+// only where such actions exist; fresh pages cost ~10 us each on a VM, so
+// tables nobody fills are not allocated); no hashing, no sorting.
 // A plain value; const methods are thread-compatible.
 #ifndef JITPIPE_SCHEDULER_ANALYSIS_PROGRAM_INDEX_H_
 #define JITPIPE_SCHEDULER_ANALYSIS_PROGRAM_INDEX_H_
@@ -101,6 +104,10 @@ struct ProgramIndex {
   std::vector<int32_t> rows;
 
   // By (stage, microbatch): the program index of each kind's action.
+  // `forward` always has its rows; the transfer tables whenever the program
+  // is lowered; backward, backward_input, backward_weight and the WAIT_SEND
+  // tables are empty when the program has no such action: read those
+  // through Get().
   std::vector<int32_t> forward, backward, backward_input, backward_weight;
   std::vector<int32_t> send_f, recv_f, send_b, recv_b;
   std::vector<int32_t> wait_send_f, wait_send_b;
@@ -110,13 +117,10 @@ struct ProgramIndex {
   std::vector<int32_t> reduce_grad, wait_reduce_grad;
   std::vector<std::vector<std::pair<int32_t, int32_t>>> shards;
 
-  // By rank: the program indices of its compute actions, RECVs and SENDs,
-  // ascending; its first fault (empty for a rank not indexed).
-  struct RankLists {
-    std::vector<int32_t> computes, recvs, sends;
-    RankFault fault;
-  };
-  std::vector<RankLists> ranks;
+  // By rank: its first fault (none for a rank not indexed). Per-rank lists
+  // of positions are not kept: a pass that needs one walks the rank's
+  // program, which costs less than the fresh pages a list would take.
+  std::vector<RankFault> faults;
 
   size_t Key(int stage, int microbatch) const {
     return static_cast<size_t>(rows[stage]) * static_cast<size_t>(microbatches) +
@@ -125,13 +129,18 @@ struct ProgramIndex {
   int32_t At(const std::vector<int32_t>& table, int stage, int microbatch) const {
     return table[Key(stage, microbatch)];
   }
+  // A table's entry, kAbsent for a table left empty.
+  static int32_t Get(const std::vector<int32_t>& table, size_t key) {
+    return table.empty() ? kAbsent : table[key];
+  }
   // The table of a kind with a microbatch (F, B, I, W, SEND/RECV, WAIT_SEND).
   const std::vector<int32_t>& TableOf(ActionKind kind) const;
   std::vector<int32_t>& TableOf(ActionKind kind);
+  size_t table_size = 0;  // entries of a table that has its rows
   // The first of a (stage, microbatch)'s I or B: where its input gradient is
   // computed and its output gradient's data produced.
   int32_t BackwardAt(size_t key) const {
-    const int32_t b = backward[key], i = backward_input[key];
+    const int32_t b = Get(backward, key), i = Get(backward_input, key);
     return b == kAbsent || (i != kAbsent && i < b) ? i : b;
   }
 

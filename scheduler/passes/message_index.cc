@@ -1,11 +1,11 @@
 #include "scheduler/passes/message_index.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "base/status_macros.h"
+#include "scheduler/analysis/comm_matching.h"  // ForEachComputePartFast
 
 namespace jitpipe {
 
@@ -29,7 +29,7 @@ absl::StatusOr<MessageIndex> MessageIndex::Build(const Schedule& schedule) {
     for (int r = 0; r < schedule.pp; ++r) RETURN_IF_ERROR(x.FaultStatus(schedule, r));
   }
   MessageIndex index(schedule, x);
-  RETURN_IF_ERROR(index.Index(x));
+  RETURN_IF_ERROR(index.Index());
   return index;
 }
 
@@ -40,8 +40,7 @@ Action MessageIndex::RecvAction(int32_t m) const {
                       static_cast<int32_t>(key / mbs_), static_cast<int32_t>(key % mbs_));
 }
 
-absl::Status MessageIndex::IndexRecv(const ProgramIndex& x, int rank, int32_t index,
-                                     const Action& a) {
+absl::Status MessageIndex::IndexRecv(int rank, int32_t index, const Action& a) {
   const bool forward = a.kind == ActionKind::kRecvF;
   const StageLink& link = links_[a.stage];
   if ((forward ? link.prev_rank : link.next_rank) == kAbsent) {
@@ -49,18 +48,10 @@ absl::Status MessageIndex::IndexRecv(const ProgramIndex& x, int rank, int32_t in
         Where(rank, index, a), ": nothing sends to this stage in that direction"));
   }
   const int32_t m = Id(forward, a.stage, a.microbatch);
-  Info& info = info_[m];
-  info.receiver = rank;
-  // The consumer is the stage's F (RECV_F) or first of I / B (RECV_B), on
-  // this rank (the stage's). Its position among the non-RECV actions is its
-  // program index less the RECVs before it.
-  const size_t key = x.Key(a.stage, a.microbatch);
-  const int32_t at = forward ? x.forward[key] : x.BackwardAt(key);
-  if (at == kAbsent) return absl::OkStatus();  // CheckMatched names it
-  const std::vector<int32_t>& recvs = x.ranks[rank].recvs;
-  const auto recvs_before = std::lower_bound(recvs.begin(), recvs.end(), at) - recvs.begin();
-  info.consumer = at - static_cast<int32_t>(recvs_before);
-  if (at < index) late_recv_[rank] = true;
+  info_[m].receiver = rank;
+  // Only the stage's own rank consumes m, so a consumer already seen stands
+  // before this RECV.
+  if (info_[m].consumer != kAbsent) late_recv_[rank] = true;
   return absl::OkStatus();
 }
 
@@ -84,23 +75,28 @@ absl::Status MessageIndex::IndexSend(int rank, int32_t index, const Action& a) {
   return absl::OkStatus();
 }
 
-absl::Status MessageIndex::Index(const ProgramIndex& x) {
-  // Each rank's RECVs and SENDs in program order (the index lists them), so
-  // pairs are numbered in order of first SEND and errors come in (rank,
-  // index) order.
+absl::Status MessageIndex::Index() {
+  // A walk of every rank's program: the index has checked every action, so
+  // only the transfers and consumers are looked at (errors in (rank, index)
+  // order; pairs numbered in order of first SEND).
   for (int r = 0; r < s_->pp; ++r) {
     const RankProgram& program = s_->ranks[r];
-    const std::vector<int32_t>& recvs = x.ranks[r].recvs;
-    const std::vector<int32_t>& sends = x.ranks[r].sends;
-    size_t ri = 0, si = 0;
-    while (ri < recvs.size() || si < sends.size()) {
-      if (si == sends.size() || (ri < recvs.size() && recvs[ri] < sends[si])) {
-        RETURN_IF_ERROR(IndexRecv(x, r, recvs[ri], program[recvs[ri]]));
-        ++ri;
-      } else {
-        RETURN_IF_ERROR(IndexSend(r, sends[si], program[sends[si]]));
-        ++si;
+    int32_t non_recvs = 0;  // non-RECV actions before index i
+    for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
+      const Action& a = program[i];
+      if (IsRecv(a.kind)) {
+        RETURN_IF_ERROR(IndexRecv(r, i, a));
+        continue;
       }
+      if (IsSend(a.kind)) {
+        RETURN_IF_ERROR(IndexSend(r, i, a));
+      } else {
+        ForEachComputePartFast(a, [&](const Action& leaf) {
+          const int32_t m = Consumes(leaf);
+          if (m != kNoMessage && info_[m].consumer == kAbsent) info_[m].consumer = non_recvs;
+        });
+      }
+      ++non_recvs;
     }
   }
   RETURN_IF_ERROR(CheckMatched());

@@ -13,10 +13,10 @@
 // Index spaces: rank; program index; message id (2 * PhaseTableSize());
 // pair id (dense, in order of first SEND).
 //
-// A view built from the program index (scheduler/analysis/program_index.h),
-// which already holds every transfer's position; const methods are
-// thread-compatible. Cost: the index, then a walk of each rank's SENDs and
-// RECVs and one of the message table.
+// Built on the program index (scheduler/analysis/program_index.h), which
+// checks every action; const methods are thread-compatible. Cost: the index,
+// then one walk of the programs that looks only at transfers and consumers,
+// and one of the message table.
 #ifndef JITPIPE_SCHEDULER_PASSES_MESSAGE_INDEX_H_
 #define JITPIPE_SCHEDULER_PASSES_MESSAGE_INDEX_H_
 
@@ -95,8 +95,8 @@ class MessageIndex {
     }
     return kNoMessage;
   }
-  absl::Status Index(const ProgramIndex& x);
-  absl::Status IndexRecv(const ProgramIndex& x, int rank, int32_t index, const Action& a);
+  absl::Status Index();
+  absl::Status IndexRecv(int rank, int32_t index, const Action& a);
   absl::Status IndexSend(int rank, int32_t index, const Action& a);
   absl::Status CheckMatched() const;
   void BuildSequences();

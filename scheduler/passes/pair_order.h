@@ -32,7 +32,8 @@ namespace jitpipe {
 // their SENDs. Otherwise InvalidArgument for the first RECV, in (receiving
 // rank, index) order, that breaks it (the message above), with the step x
 // rank grid around it attached when grid_rows > 0 (grid_report.h).
-// O(actions) with dense arrays. REQUIRES: positions = MatchSendRecv(schedule).
+// O(transfers): it walks the index's per-rank SEND and RECV lists.
+// REQUIRES: positions = MatchSendRecv(schedule).
 // `rule` ends the message: why posting order matters.
 inline constexpr absl::string_view kStrictPairOrderRule =
     "under strict rendezvous semantics sends and receives between two ranks match in posting "

@@ -156,7 +156,10 @@ class Repair {
   // Moves message m's RECV on `rank` to index p (where the rank is blocked;
   // the RECV is later: its sender waits for it), shifting what stood between
   // by one, and brings the positions and the cursors that wait on `rank` up
-  // to date. Cost: the distance moved, plus a look at every cursor.
+  // to date. Only the index's transfer tables are kept up to date: they are
+  // all the cursors' wait rules read (its compute tables and per-rank lists
+  // go stale, and nothing here reads them). Cost: the distance moved, plus a
+  // look at every cursor.
   void MoveRecvTo(int rank, int32_t m, int32_t p) {
     RankProgram& program = s_.ranks[rank];
     const Action recv = msg_.RecvAction(m);

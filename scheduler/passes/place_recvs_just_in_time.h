@@ -51,12 +51,13 @@ namespace jitpipe {
 inline constexpr absl::string_view kPlaceRecvsJustInTimePass = "place_recvs_just_in_time";
 
 // Returns the program with its RECVs moved (same actions, lowered = true).
-// Errors (MessageIndex::Build, message_index.h): FailedPrecondition when the
-// input is not a lowered program whose sends and receives match one to one:
-// not lowered, a bubble, a RECV or SEND twice, a SEND without its RECV on the
-// receiving stage's rank (or the reverse), a SEND to the same rank, a RECV no
-// compute on its rank consumes; InvalidArgument for a bad header, stage or
-// microbatch index.
+// Errors (MessageIndex::Build, message_index.h): InvalidArgument, as
+// Validate() words it, for a program that is not well formed (a bad header,
+// stage or microbatch index, a bubble, an action twice, ...);
+// FailedPrecondition for a well-formed one that is not a lowered program
+// whose sends and receives match one to one: not lowered, a SEND without its
+// RECV on the receiving stage's rank (or the reverse), a SEND to the same
+// rank, a RECV no compute on its rank consumes.
 absl::StatusOr<Schedule> PlaceRecvsJustInTime(Schedule in);
 
 }  // namespace jitpipe

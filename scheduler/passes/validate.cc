@@ -1,7 +1,5 @@
 #include "scheduler/passes/validate.h"
 
-#include <utility>
-
 #include "base/status_macros.h"
 #include "scheduler/analysis/comm_matching.h"
 #include "scheduler/execution/comm_fifo.h"
@@ -23,13 +21,9 @@ WaitModel ToWaitModel(CommSemantics semantics) {
 }  // namespace
 
 absl::Status Validate(const Schedule& schedule, const ValidateOptions& options) {
-  RETURN_IF_ERROR(ValidateHeader(schedule));
-  // One index serves the structure check and the matching.
-  ProgramIndex index = ProgramIndex::Build(schedule);
-  RETURN_IF_ERROR(ValidateStructure(schedule, index));
+  RETURN_IF_ERROR(ValidateStructure(schedule));
   if (!schedule.lowered) return absl::OkStatus();
-  ASSIGN_OR_RETURN(const CommPositions positions,
-                   MatchSendRecv(schedule, std::move(index), options.grid_rows));
+  ASSIGN_OR_RETURN(const CommPositions positions, MatchSendRecv(schedule, options.grid_rows));
   if (options.semantics == CommSemantics::kStrict) {
     RETURN_IF_ERROR(CheckPairOrder(schedule, positions, options.grid_rows));
   }

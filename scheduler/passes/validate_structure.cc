@@ -198,35 +198,110 @@ class StructureChecker {
   std::vector<int32_t> unsharded_at_;      // per stage: the open UNSHARD's index
 };
 
-// The fast path: the rules over the program index's tables. True when the
-// schedule breaks no rule; false when it may (the index has a fault, or two
-// phases share a compound's index, whose order within the compound the
-// tables do not keep): StructureChecker then decides and names the first
-// violation. The index's sweep already enforced the stage-wide rules.
-bool StructureHolds(const ProgramIndex& x) {
-  if (!x.clean) return false;
-  for (size_t k = 0; k < x.forward.size(); ++k) {
-    const int32_t f = x.forward[k], b = x.backward[k];
-    const int32_t i = x.backward_input[k], w = x.backward_weight[k];
-    if (f == kAbsent) return false;
-    if (b != kAbsent) {
-      if (i != kAbsent || w != kAbsent || b <= f) return false;
-    } else if (i == kAbsent || w == kAbsent || i <= f || w <= i) {
-      return false;
+// The fast path: the same rules, with one byte of state per (stage,
+// microbatch) and per stage instead of the indices messages need, and no
+// message. True when the schedule breaks no rule; on false, StructureChecker
+// runs from the start to name the first violation. REQUIRES: ValidateHeader.
+class FastStructureCheck {
+ public:
+  explicit FastStructureCheck(const Schedule& s)
+      : s_(s), mbs_(static_cast<uint32_t>(s.microbatches_per_chain())),
+        phases_(static_cast<size_t>(s.num_stages()) * mbs_, 0), stages_(s.num_stages(), 0) {}
+
+  bool Run() {
+    for (int r = 0; r < s_.pp; ++r) {
+      for (const Action& a : s_.ranks[r]) {
+        if (!Accept(r, a)) return false;
+      }
+    }
+    for (uint8_t phases : phases_) {
+      const bool complete =
+          (phases & kF) && (phases & (kB | kI)) && (!(phases & kI) || (phases & kW));
+      if (!complete) return false;
+    }
+    return true;
+  }
+
+ private:
+  static constexpr uint8_t kF = 1, kI = 2, kB = 4, kW = 8;  // phases_ bits
+  static constexpr uint8_t kReduced = 1, kUnsharded = 2, kReduceWaited = 4;  // stages_ bits
+
+  // One rule: sets `bit` in `state` when every bit of `needs` is set and
+  // none of `forbids`; returns whether it did (false: the action breaks it).
+  static bool Advance(uint8_t& state, uint8_t bit, uint8_t needs, uint8_t forbids) {
+    if ((state & needs) != needs || (state & forbids) != 0) return false;
+    state |= bit;
+    return true;
+  }
+
+  bool Accept(int rank, const Action& a) {
+    switch (a.kind) {
+      case ActionKind::kForward:
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardInput:
+      case ActionKind::kBackwardWeight:
+        return AcceptPhase(rank, a);
+      case ActionKind::kOverlapFB:
+        if (a.sub_actions.empty()) return false;
+        for (const Action& part : a.sub_actions) {
+          if (!IsCompute(part.kind) || part.is_compound() || !AcceptPhase(rank, part)) {
+            return false;
+          }
+        }
+        return true;
+      case ActionKind::kBubble:
+        return !s_.lowered;
+      case ActionKind::kReduceGrad:
+      case ActionKind::kWaitReduceGrad:
+      case ActionKind::kUnshard:
+      case ActionKind::kReshard:
+        return s_.lowered && SimpleActionInRange(s_, rank, a, mbs_) && AcceptStageWide(a);
+      default:  // SEND_F, RECV_F, SEND_B, RECV_B, WAIT_SEND_F, WAIT_SEND_B
+        return s_.lowered && SimpleActionInRange(s_, rank, a, mbs_);
     }
   }
-  return true;
-}
+
+  bool AcceptPhase(int rank, const Action& part) {
+    if (!SimpleActionInRange(s_, rank, part, mbs_)) return false;
+    uint8_t& phases = phases_[static_cast<size_t>(part.stage) * mbs_ + part.microbatch];
+    switch (part.kind) {
+      case ActionKind::kForward:
+        return Advance(phases, kF, /*needs=*/0, /*forbids=*/kF);
+      case ActionKind::kBackward:
+      case ActionKind::kBackwardInput:
+        return Advance(phases, part.kind == ActionKind::kBackward ? kB : kI, kF, kB | kI);
+      default:  // kBackwardWeight
+        return Advance(phases, kW, kI, kW | kB);
+    }
+  }
+
+  bool AcceptStageWide(const Action& a) {
+    uint8_t& state = stages_[a.stage];
+    switch (a.kind) {
+      case ActionKind::kReduceGrad:
+        return Advance(state, kReduced, /*needs=*/0, /*forbids=*/kReduced);
+      case ActionKind::kWaitReduceGrad:
+        return Advance(state, kReduceWaited, /*needs=*/kReduced, /*forbids=*/kReduceWaited);
+      case ActionKind::kUnshard:
+        return Advance(state, kUnsharded, /*needs=*/0, /*forbids=*/kUnsharded);
+      default:  // kReshard
+        if (!(state & kUnsharded)) return false;
+        state &= ~kUnsharded;
+        return true;
+    }
+  }
+
+  const Schedule& s_;
+  const uint32_t mbs_;
+  std::vector<uint8_t> phases_;  // by stage * mbs_ + microbatch: kF | kI | kB | kW
+  std::vector<uint8_t> stages_;  // by stage: kReduced | kUnsharded | kReduceWaited
+};
 
 }  // namespace
 
 absl::Status ValidateStructure(const Schedule& schedule) {
   RETURN_IF_ERROR(ValidateHeader(schedule));
-  return ValidateStructure(schedule, ProgramIndex::Build(schedule));
-}
-
-absl::Status ValidateStructure(const Schedule& schedule, const ProgramIndex& index) {
-  if (StructureHolds(index)) return absl::OkStatus();
+  if (FastStructureCheck(schedule).Run()) return absl::OkStatus();
   return StructureChecker(schedule).Run();
 }
 

@@ -121,12 +121,12 @@ INSTANTIATE_TEST_SUITE_P(
                  "rank 1: 1RECV_F0 has no consumer on that rank"},
         BadInput{"SecondReceive",
                  {"0F0 0SEND_F0 0B0", "1RECV_F0 1RECV_F0 1F0 1B0"},
-                 absl::StatusCode::kFailedPrecondition,
-                 "rank 1, index 1 (1RECV_F0): a second receive of the same message"},
+                 absl::StatusCode::kInvalidArgument,
+                 "rank 1, index 1 (1RECV_F0): a second 1RECV_F0; the first is at index 0"},
         BadInput{"SecondSend",
                  {"0F0 0SEND_F0 0SEND_F0 0B0", "1RECV_F0 1F0 1B0"},
-                 absl::StatusCode::kFailedPrecondition,
-                 "rank 0, index 2 (0SEND_F0): a second send of the same message"},
+                 absl::StatusCode::kInvalidArgument,
+                 "rank 0, index 2 (0SEND_F0): a second 0SEND_F0; the first is at index 1"},
         BadInput{"SendFromTheLastStage",
                  {"0F0 0B0", "1F0 1SEND_F0 1B0"},
                  absl::StatusCode::kFailedPrecondition,
@@ -145,11 +145,14 @@ TEST(MessageIndexTest, RefusesAStageOfAnotherRank) {
   EXPECT_EQ(Message(index), "rank 1, index 2 (0W0): stage 0 lives on rank 0, not on this rank");
 }
 
+// What the program index flags is InvalidArgument in Validate's words: the
+// program is not well formed, whatever pass it is given to.
 TEST(MessageIndexTest, RefusesABubble) {
   ASSERT_OK_AND_ASSIGN(Schedule s, FromRows({"0F0 0SEND_F0 0B0", "1RECV_F0 1F0 1B0"}));
   s.ranks[1].push_back(Action::Bubble());
-  EXPECT_EQ(Message(MessageIndex::Build(s)),
-            "rank 1, index 3 (): expected a lowered program without bubbles");
+  absl::StatusOr<MessageIndex> index = MessageIndex::Build(s);
+  EXPECT_EQ(index.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Message(index), "rank 1, index 3 (): a bubble in a lowered program");
 }
 
 TEST(MessageIndexTest, SendBetweenStagesOfOneRank) {

@@ -235,8 +235,7 @@ TEST(PlaceRecvsJitRendezvousTest, RefusesWhatTheMessageIndexRefuses) {
             "LowerSendRecvEarly); this one is compute-only");
   ASSERT_OK_AND_ASSIGN(Schedule s, FromRows({"0F0 0SEND_F0 0B0", "1RECV_F0 1F0 1B0"}));
   s.ranks[1].push_back(Action::Bubble());
-  EXPECT_EQ(Message(PlaceRecvsJitRendezvous(s)),
-            "rank 1, index 3 (): expected a lowered program without bubbles");
+  EXPECT_EQ(Message(PlaceRecvsJitRendezvous(s)), "rank 1, index 3 (): a bubble in a lowered program");
 }
 
 }  // namespace
