@@ -15,11 +15,13 @@ Per case, alternated round by round (a shared machine drifts):
            _calculate_single_rank_operations for every rank), _validate_schedule,
            _add_unshard_reshard on every rank, then _add_send_recv: what its
            runtime does before the first step (the issue 19 recipe);
-  jitpipe  for each JITPIPE binary: `generate` then `lower --recv early`, two
-           processes, files in a scratch directory.
+  jitpipe  for each JITPIPE binary: `generate` then `lower --fsdp --recv
+           early` (the same work: UNSHARD/RESHARD, then sends and receives),
+           two processes, files in a scratch directory.
 Prints a markdown table of medians and PyTorch / jitpipe ratios. First it
-checks that PyTorch's _add_send_recv (without FSDP) and `lower --recv early`
-produce the same programs at pp 8 m 64 v 4, so both sides do the same work.
+checks that PyTorch's _add_unshard_reshard + _add_send_recv and `lower --fsdp
+--recv early` produce the same programs at pp 8 m 64 v 4, so both sides do
+the same work.
 """
 import argparse
 import importlib.abc
@@ -117,7 +119,8 @@ def jitpipe(binary, pp, m, v, scratch):
     subprocess.run([binary, "generate", "--schedule", "interleaved-1f1b", "--pp", str(pp),
                     "--microbatches", str(m), "--stages-per-rank", str(v), "-o", generated],
                    check=True)
-    subprocess.run([binary, "lower", generated, "--recv", "early", "-o", lowered], check=True)
+    subprocess.run([binary, "lower", generated, "--fsdp", "--recv", "early", "-o", lowered],
+                   check=True)
     return time.perf_counter() - start, lowered
 
 
@@ -131,9 +134,12 @@ def main():
     with tempfile.TemporaryDirectory() as scratch:
         _, lowered = jitpipe(args.binaries[-1], 8, 64, 4, scratch)
         ours = json.load(open(lowered))["ranks"]
-        theirs = pytorch(pt, 8, 64, 4, fsdp=False)
+        theirs = pytorch(pt, 8, 64, 4)
         same = all([str(a) for a in theirs[rank]] == ours[rank] for rank in range(8))
-        print(f"pp8 m64 v4: PyTorch's _add_send_recv and `lower --recv early` agree: {same}")
+        print("pp8 m64 v4: PyTorch's _add_unshard_reshard + _add_send_recv and "
+              f"`lower --fsdp --recv early` agree: {same}")
+        if not same:
+            sys.exit("the two sides do not do the same work; nothing timed")
         print("| case | PyTorch | " + " | ".join(f"CLI `{b}`" for b in args.binaries) + " |")
         print("|---|---|" + "---|" * len(args.binaries))
         for pp, m, v in CASES:

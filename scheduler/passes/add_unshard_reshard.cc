@@ -46,25 +46,30 @@ class Lookahead {
     cursor_.assign(occurrences_.size(), 0);
   }
 
-  // The first `count` distinct stages from `index` on; an action with
-  // several new stages (a compound) adds them all before the count is checked.
+  // The first `count` distinct stages from `index` on, into `stages`; an
+  // action with several new stages (a compound) adds them all before the
+  // count is checked. `group_ends[g]` is the size `stages` had after the
+  // g-th action's stages, so the first `fewer` stages (fewer <= count) are
+  // stages[0, the first group end >= fewer): one call serves both counts.
   // REQUIRES: `index` does not decrease between calls.
-  std::vector<int32_t> NextStages(size_t index, int count) {
-    std::vector<Occurrence> next;
+  void NextStages(size_t index, int count, std::vector<int32_t>& stages,
+                  std::vector<size_t>& group_ends) {
+    next_.clear();
     for (size_t slot = 0; slot < occurrences_.size(); ++slot) {
       const std::vector<Occurrence>& occ = occurrences_[slot];
       size_t& c = cursor_[slot];
       while (c < occ.size() && occ[c].index < index) ++c;
-      if (c < occ.size()) next.push_back(occ[c]);
+      if (c < occ.size()) next_.push_back(occ[c]);
     }
-    std::sort(next.begin(), next.end());
-    std::vector<int32_t> stages;
-    for (size_t i = 0; i < next.size();) {
-      const size_t action = next[i].index;
-      for (; i < next.size() && next[i].index == action; ++i) stages.push_back(next[i].stage);
+    std::sort(next_.begin(), next_.end());
+    stages.clear();
+    group_ends.clear();
+    for (size_t i = 0; i < next_.size();) {
+      const size_t action = next_[i].index;
+      for (; i < next_.size() && next_[i].index == action; ++i) stages.push_back(next_[i].stage);
+      group_ends.push_back(stages.size());
       if (static_cast<int>(stages.size()) >= count) break;
     }
-    return stages;
   }
 
  private:
@@ -82,6 +87,7 @@ class Lookahead {
   std::vector<int> slot_of_;                         // stage -> slot, -1 if absent
   std::vector<std::vector<Occurrence>> occurrences_;  // per slot, ascending
   std::vector<size_t> cursor_;                       // per slot: first occurrence >= index
+  std::vector<Occurrence> next_;                     // NextStages' scratch
 };
 
 // `issue`: the unshard lookahead on this rank, <= max_active_stages.
@@ -91,19 +97,27 @@ RankProgram AddToRank(const RankProgram& program, int num_stages, int max_active
   out.reserve(program.size() + 8);
   Lookahead lookahead(program, num_stages);
   CPythonIntSet active;
+  std::vector<int32_t> next;  // reused: no allocation per action
+  std::vector<size_t> group_ends;
   for (size_t i = 0; i < program.size(); ++i) {
     const Action& a = program[i];
     if (a.is_bubble()) continue;
-    const std::vector<int32_t> next = lookahead.NextStages(i, max_active_stages);
+    lookahead.NextStages(i, max_active_stages, next, group_ends);
     auto upcoming = [&](int32_t s) { return std::find(next.begin(), next.end(), s) != next.end(); };
     for (int32_t s : active.Elements()) {
       if (upcoming(s)) continue;
       active.Remove(s);
       out.push_back(Action::StageWide(ActionKind::kReshard, s));
     }
-    const std::vector<int32_t> issued =
-        issue >= max_active_stages ? next : lookahead.NextStages(i, issue);
-    for (int32_t s : issued) {
+    // The first `issue` stages: NextStages(i, issue) is a prefix of `next`.
+    size_t issued = next.size();
+    if (issue < max_active_stages) {
+      const auto end = std::find_if(group_ends.begin(), group_ends.end(),
+                                    [&](size_t e) { return static_cast<int>(e) >= issue; });
+      if (end != group_ends.end()) issued = *end;
+    }
+    for (size_t k = 0; k < issued; ++k) {
+      const int32_t s = next[k];
       if (active.Contains(s)) continue;
       active.Add(s);
       out.push_back(Action::StageWide(ActionKind::kUnshard, s));
