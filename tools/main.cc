@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "base/process_heap.h"
 #include "tools/cli.h"
 
 #ifndef JITPIPE_VERSION
@@ -18,6 +19,9 @@ int main(int argc, char** argv) {
     std::fputs("jitpipe " JITPIPE_VERSION "\n", stdout);
     return jitpipe::cli::kExitOk;
   }
+  // Programs of megabytes are built, copied and freed: keep their pages
+  // (base/process_heap.h). 1 GiB of address space, none of it touched.
+  jitpipe::UseLargeProgramHeap(size_t{1} << 30);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::fputs(jitpipe::cli::ProgramHelp().c_str(), args.empty() ? stderr : stdout);

@@ -1,0 +1,55 @@
+#include "base/process_heap.h"
+
+#include <malloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+
+namespace jitpipe {
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+
+}  // namespace
+
+void UseLargeProgramHeap(size_t reserve_bytes) {
+  if (kSanitized) return;
+  // Allocations up to glibc's largest mmap threshold (32 MiB) from the heap,
+  // freed memory kept in it, and the heap grown by `reserve_bytes` at once.
+  if (mallopt(M_MMAP_THRESHOLD, 32 << 20) == 0) return;
+  mallopt(M_TRIM_THRESHOLD, INT32_MAX);
+  if (reserve_bytes == 0 || reserve_bytes > INT32_MAX) return;
+  mallopt(M_TOP_PAD, static_cast<int>(reserve_bytes));
+  // More than the heap's first 132 KiB hold: the heap grows here, by the
+  // pad. Then the grown range (address space only: nothing is touched) is
+  // advised for huge pages.
+  void* probe = std::malloc(size_t{1} << 20);
+  if (probe == nullptr) return;
+  const auto at = reinterpret_cast<uintptr_t>(probe);
+  const auto top = reinterpret_cast<uintptr_t>(sbrk(0));
+  const auto start = (at + kHugePage - 1) & ~(kHugePage - 1);
+  const auto end = top & ~(kHugePage - 1);
+  // Only a heap that grew where the break is (glibc falls back to mmap()
+  // when it cannot move the break; then the break says nothing of it).
+  const bool grew_here = at < top && top - at <= reserve_bytes + (size_t{2} << 20);
+  if (grew_here && end > start) {
+    madvise(reinterpret_cast<void*>(start), end - start, MADV_HUGEPAGE);  // best effort
+  }
+  std::free(probe);
+}
+
+}  // namespace jitpipe
