@@ -105,7 +105,26 @@ void BM_GenerateLowerValidate(benchmark::State& state, Size size, RecvPlacement 
   GenerateLowerLoop(state, size, recv, /*validate=*/true, target_ms);
 }
 
+// What PyTorch's runtime does before its first step, the work
+// bench/pytorch_side_by_side.py times on PyTorch's side: the order, the
+// structure check, UNSHARD/RESHARD and the sends and receives (Lower checks
+// the structure first).
+void BM_PyTorchFrontHalf(benchmark::State& state, Size size) {
+  int64_t actions = 0;
+  for (auto _ : state) {
+    absl::StatusOr<Schedule> schedule = Generate(OptionsFor(size));
+    if (!CheckOk(state, schedule.status())) break;
+    absl::StatusOr<Schedule> lowered =
+        Lower(*schedule, {.recv = RecvPlacement::kEarly, .fsdp = true});
+    if (!CheckOk(state, lowered.status())) break;
+    actions = static_cast<int64_t>(lowered->TotalActions());
+    benchmark::DoNotOptimize(lowered->ranks.data());
+  }
+  Report(state, size.Label(), size.Items(), actions);
+}
+
 // Sizes x steps. Milliseconds throughout, so the table reads in one unit.
+BENCHMARK_CAPTURE(BM_PyTorchFrontHalf, medium, kMedium)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_GenerateLower, early_medium, kMedium, RecvPlacement::kEarly,
                   kMediumTargetMs)
     ->Unit(benchmark::kMillisecond);
