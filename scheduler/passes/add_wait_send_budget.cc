@@ -56,12 +56,16 @@ class BudgetWalk {
       Advance(r);
       if (cursors_[r].pc() == before) continue;
       // Every rank parked on r looks again (its condition may hold now).
-      for (int q : std::exchange(parked_[r], {})) {
+      // The list is swapped out, not moved: both buffers are reused, so a
+      // wake-up allocates nothing (there is about one per wait).
+      woken_.swap(parked_[r]);
+      for (int q : woken_) {
         if (!queued[q] && !cursors_[q].done()) {
           queued[q] = true;
           ready.push_back(q);
         }
       }
+      woken_.clear();
     }
     for (const RankCursor& c : cursors_) {
       if (!c.done()) return false;
@@ -136,6 +140,7 @@ class BudgetWalk {
   std::vector<std::vector<int32_t>> waited_early_;
   std::vector<RankProgram> out_;
   std::vector<std::vector<int>> parked_;  // ranks parked on each rank
+  std::vector<int> woken_;                // Run()'s scratch: the ranks a rank wakes
   BudgetStop stop_;
 };
 
@@ -195,11 +200,10 @@ absl::StatusOr<CommPositions> CheckBudgetInput(const Schedule& in,
         "add_wait_send_budget needs a lowered program (its sends placed); this one is "
         "compute-only");
   }
-  RETURN_IF_ERROR(Validate(in, {.semantics = options.model == WaitModel::kStrict
-                                                 ? CommSemantics::kStrict
-                                                 : CommSemantics::kRelaxed,
-                                .grid_rows = 0}));
-  return MatchSendRecv(in);
+  return ValidateLowered(in, {.semantics = options.model == WaitModel::kStrict
+                                               ? CommSemantics::kStrict
+                                               : CommSemantics::kRelaxed,
+                              .grid_rows = 0});
 }
 
 }  // namespace
@@ -215,6 +219,26 @@ absl::StatusOr<int> SmallestSendBudget(const Schedule& in, const SendBudgetOptio
   ASSIGN_OR_RETURN(const CommPositions positions, CheckBudgetInput(in, options));
   if (Keeps(in, positions, options.model, options.budget)) return options.budget;
   return SmallestBudget(in, positions, options.model, options.budget);
+}
+
+absl::StatusOr<BudgetedProgram> AddWaitSendAtSmallestBudget(const Schedule& in,
+                                                            const SendBudgetOptions& options) {
+  ASSIGN_OR_RETURN(const CommPositions positions, CheckBudgetInput(in, options));
+  BudgetedProgram out;
+  out.budget = options.budget;
+  BudgetWalk walk(in, positions, options.model, out.budget);
+  if (walk.Run()) {
+    out.program = WithPrograms(in, walk.TakePrograms(), /*lowered=*/true);
+    return out;
+  }
+  out.budget = SmallestBudget(in, positions, options.model, options.budget);
+  BudgetWalk kept(in, positions, options.model, out.budget);
+  if (!kept.Run()) {
+    return absl::InternalError(absl::StrCat("send budget ", out.budget,
+                                            " was found to be kept, and then was not"));
+  }
+  out.program = WithPrograms(in, kept.TakePrograms(), /*lowered=*/true);
+  return out;
 }
 
 }  // namespace jitpipe

@@ -66,6 +66,16 @@ absl::StatusOr<Schedule> AddWaitSendBudget(const Schedule& in, const SendBudgetO
 // of AddWaitSendBudget but the budget's.
 absl::StatusOr<int> SmallestSendBudget(const Schedule& in, const SendBudgetOptions& options);
 
+// SmallestSendBudget and AddWaitSendBudget at that budget in one call: the
+// input is validated and indexed once, and a budget kept at the first try
+// is walked once. Errors: as SmallestSendBudget.
+struct BudgetedProgram {
+  int budget = 0;
+  Schedule program;
+};
+absl::StatusOr<BudgetedProgram> AddWaitSendAtSmallestBudget(const Schedule& in,
+                                                            const SendBudgetOptions& options);
+
 }  // namespace jitpipe
 
 #endif  // JITPIPE_SCHEDULER_PASSES_ADD_WAIT_SEND_BUDGET_H_

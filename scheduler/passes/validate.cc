@@ -21,17 +21,23 @@ WaitModel ToWaitModel(CommSemantics semantics) {
 }  // namespace
 
 absl::Status Validate(const Schedule& schedule, const ValidateOptions& options) {
+  if (!schedule.lowered) return ValidateStructure(schedule);
+  return ValidateLowered(schedule, options).status();
+}
+
+absl::StatusOr<CommPositions> ValidateLowered(const Schedule& schedule,
+                                              const ValidateOptions& options) {
   RETURN_IF_ERROR(ValidateStructure(schedule));
-  if (!schedule.lowered) return absl::OkStatus();
-  ASSIGN_OR_RETURN(const CommPositions positions, MatchSendRecv(schedule, options.grid_rows));
+  ASSIGN_OR_RETURN(CommPositions positions, MatchSendRecv(schedule, options.grid_rows));
   if (options.semantics == CommSemantics::kStrict) {
     RETURN_IF_ERROR(CheckPairOrder(schedule, positions, options.grid_rows));
   }
   RETURN_IF_ERROR(CheckDeadlockFree(schedule, positions, ToWaitModel(options.semantics),
                                     options.grid_rows));
-  if (!options.comms.has_value()) return absl::OkStatus();
+  if (!options.comms.has_value()) return positions;
   RETURN_IF_ERROR(CheckPairOrder(schedule, positions, options.grid_rows, kFifoPairOrderRule));
-  return CheckFifoDeadlockFree(schedule, positions, *options.comms, options.lazy_comms);
+  RETURN_IF_ERROR(CheckFifoDeadlockFree(schedule, positions, *options.comms, options.lazy_comms));
+  return positions;
 }
 
 }  // namespace jitpipe

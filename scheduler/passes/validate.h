@@ -31,6 +31,8 @@
 #include <optional>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "scheduler/analysis/comm_matching.h"
 #include "scheduler/execution/comm_fifo.h"
 #include "scheduler/ir/schedule.h"
 
@@ -85,6 +87,13 @@ struct ValidateOptions {
 // and RECV). An error costs more: a deadlock's grid comes from the
 // O(steps x ranks) lock-step replay.
 absl::Status Validate(const Schedule& schedule, const ValidateOptions& options = {});
+
+// Validate() of a lowered schedule, returning the positions its matching
+// found (comm_matching.h) for a caller that goes on to use them: one program
+// index, not a second. Errors: those of Validate(); FailedPrecondition for
+// a compute-only schedule whose structure is valid.
+absl::StatusOr<CommPositions> ValidateLowered(const Schedule& schedule,
+                                              const ValidateOptions& options = {});
 
 }  // namespace jitpipe
 

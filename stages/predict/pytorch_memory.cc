@@ -51,12 +51,13 @@ absl::StatusOr<PyTorchMemory> PlanPyTorchMemory(const Schedule& lowered, const M
   absl::StatusOr<Schedule> waits = AddWaitSend(base);
   if (!waits.ok()) out.wait_send_error = std::string(waits.status().message());
   absl::StatusOr<Schedule> budgeted = absl::UnknownError("not run");
-  absl::StatusOr<int> budget = SmallestSendBudget(base, {.budget = options.send_budget});
-  if (budget.ok()) {
-    out.send_budget = *budget;
-    budgeted = AddWaitSendBudget(base, {.budget = *budget});
+  absl::StatusOr<BudgetedProgram> at_budget =
+      AddWaitSendAtSmallestBudget(base, {.budget = options.send_budget});
+  if (at_budget.ok()) {
+    out.send_budget = at_budget->budget;
+    budgeted = std::move(at_budget->program);
   } else {
-    budgeted = budget.status();
+    budgeted = at_budget.status();
   }
   if (!budgeted.ok()) out.budget_error = std::string(budgeted.status().message());
   for (int r = 0; r < lowered.pp; ++r) {

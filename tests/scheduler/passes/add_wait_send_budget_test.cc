@@ -103,6 +103,14 @@ TEST_P(SendBudgetGeneratorTest, NoRankHoldsMoreThanTheBudget) {
     out = Lower(compute, {.recv = recv, .send_budget = budget, .check_invariants = true});
   }
   ASSERT_OK(out.status());
+  // The one-call form finds the same budget and writes the same program.
+  ASSERT_OK_AND_ASSIGN(const BudgetedProgram at_smallest,
+                       AddWaitSendAtSmallestBudget(lowered, {.budget = asked}));
+  ASSERT_OK_AND_ASSIGN(const int smallest, SmallestSendBudget(lowered, {.budget = asked}));
+  EXPECT_EQ(at_smallest.budget, smallest);
+  EXPECT_EQ(at_smallest.budget, budget);
+  ASSERT_OK_AND_ASSIGN(const Schedule two_calls, AddWaitSendBudget(lowered, {.budget = smallest}));
+  EXPECT_EQ(at_smallest.program.ranks, two_calls.ranks);
   EXPECT_OK(Validate(*out));
   if (recv != RecvPlacement::kJit) {
     EXPECT_OK(Validate(*out, {.semantics = CommSemantics::kStrict}));
