@@ -21,9 +21,9 @@
 
 namespace jitpipe {
 
-// Call once, first thing in main(), before large allocations. Keeps
-// allocations up to 32 MiB (glibc's largest mmap threshold) on the main
-// heap, never trims it, and grows it by `reserve_bytes` (<= 2 GiB) of
+// Call once, first thing in main(), before large allocations and threads.
+// Keeps allocations up to 32 MiB (glibc's largest mmap threshold) on the
+// main heap for every thread (one arena), never trims it, and grows it by `reserve_bytes` (<= 2 GiB) of
 // address space advised for huge pages (no memory is touched: pages are
 // faulted in, 2 MiB at a time where the kernel has them, as allocations
 // use them). Best effort: any step the system refuses is skipped.
