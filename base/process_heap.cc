@@ -26,24 +26,24 @@ constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
 
 }  // namespace
 
-void UseLargeProgramHeap(size_t reserve_bytes) {
-  if (kSanitized) return;
+bool UseLargeProgramHeap(size_t reserve_bytes) {
+  if (kSanitized) return false;
   // Allocations up to glibc's largest mmap threshold (32 MiB) from the heap,
   // freed memory kept in it, and the heap grown by `reserve_bytes` at once.
-  if (mallopt(M_MMAP_THRESHOLD, 32 << 20) == 0) return;
+  if (mallopt(M_MMAP_THRESHOLD, 32 << 20) == 0) return false;
   mallopt(M_TRIM_THRESHOLD, INT32_MAX);
   // One arena for every thread: a thread's own arena is a set of 64 MiB
   // mmap()ed heaps outside the advised range, and memory a planning thread
   // frees there came back as fresh pages to zero (`plan` at pp 128 with
   // ranks planned on two threads: 1.8 s of CPU, 0.96 s with one arena).
   mallopt(M_ARENA_MAX, 1);
-  if (reserve_bytes == 0 || reserve_bytes > INT32_MAX) return;
+  if (reserve_bytes == 0 || reserve_bytes > INT32_MAX) return true;
   mallopt(M_TOP_PAD, static_cast<int>(reserve_bytes));
   // More than the heap's first 132 KiB hold: the heap grows here, by the
   // pad. Then the grown range (address space only: nothing is touched) is
   // advised for huge pages.
   void* probe = std::malloc(size_t{1} << 20);
-  if (probe == nullptr) return;
+  if (probe == nullptr) return true;
   const auto at = reinterpret_cast<uintptr_t>(probe);
   const auto top = reinterpret_cast<uintptr_t>(sbrk(0));
   const auto start = (at + kHugePage - 1) & ~(kHugePage - 1);
@@ -55,6 +55,7 @@ void UseLargeProgramHeap(size_t reserve_bytes) {
     madvise(reinterpret_cast<void*>(start), end - start, MADV_HUGEPAGE);  // best effort
   }
   std::free(probe);
+  return true;
 }
 
 }  // namespace jitpipe

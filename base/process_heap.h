@@ -27,7 +27,9 @@ namespace jitpipe {
 // address space advised for huge pages (no memory is touched: pages are
 // faulted in, 2 MiB at a time where the kernel has them, as allocations
 // use them). Best effort: any step the system refuses is skipped.
-void UseLargeProgramHeap(size_t reserve_bytes);
+// Returns whether the allocator took the policy (false under a sanitizer
+// or when glibc refused its thresholds).
+bool UseLargeProgramHeap(size_t reserve_bytes);
 
 }  // namespace jitpipe
 
