@@ -24,7 +24,7 @@ stage "dependencies (Debian packages)" tools/install-deps.sh
 
 # The default build, with one ctest entry per test binary rather than per
 # case (preset "ci", same build/default): ~4000 process starts were ~117 of
-# the stage's CPU-seconds. It makes only the suites labelled threads or gpu
+# the stage's CPU-seconds. It makes only the suites labelled threads, gpu, modules or process
 # and the MPI jobs; every suite runs under ASan + UBSan below
 # (tests/CMakeLists.txt says why that split).
 stage "release build + the threaded, GPU-host and MPI suites (warnings are errors)" \

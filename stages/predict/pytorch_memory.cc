@@ -1,38 +1,43 @@
 #include "stages/predict/pytorch_memory.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "memory/liveness.h"
 #include "scheduler/passes/add_wait_send.h"
 #include "scheduler/passes/add_wait_send_budget.h"
+#include "scheduler/passes/pass_utils.h"
 
 namespace jitpipe {
 namespace {
 
 // The program without its WAIT_SENDs.
 Schedule WithoutWaitSends(const Schedule& s) {
-  Schedule out = s;
-  for (RankProgram& program : out.ranks) {
-    RankProgram kept;
-    kept.reserve(program.size());
-    for (const Action& a : program) {
-      if (!IsWaitSend(a.kind)) kept.push_back(a);
+  std::vector<RankProgram> ranks(s.ranks.size());
+  for (size_t r = 0; r < s.ranks.size(); ++r) {
+    ranks[r].reserve(s.ranks[r].size());
+    for (const Action& a : s.ranks[r]) {
+      if (!IsWaitSend(a.kind)) ranks[r].push_back(a);
     }
-    program = std::move(kept);
   }
-  return out;
+  return WithPrograms(s, std::move(ranks), s.lowered);  // one copy of the actions, not two
 }
 
 // Rank r's jit peak when sent buffers without a WAIT_SEND go as `release`
 // says.
-absl::StatusOr<int64_t> PeakOfRank(const Schedule& s, const Model& model, int r,
-                                   SendRelease release) {
+absl::StatusOr<int64_t> PeakOfRank(const Schedule& s, const ProgramIndex& index,
+                                   const Model& model, int r, SendRelease release) {
   LifetimeOptions options;
   options.send_release = release;
-  ASSIGN_OR_RETURN(const RankBuffers buffers, ComputeBufferLifetimes(s, model, r, options));
+  ASSIGN_OR_RETURN(const RankBuffers buffers,
+                   ComputeBufferLifetimes(s, index, model, r, options));
   return PeakOf(LiveBytes(buffers)).bytes;
+}
+absl::StatusOr<int64_t> PeakOfRank(const Schedule& s, const Model& model, int r,
+                                   SendRelease release) {
+  return PeakOfRank(s, ProgramIndex::BuildForRank(s, r), model, r, release);
 }
 
 }  // namespace
@@ -46,6 +51,7 @@ absl::StatusOr<PyTorchMemory> PlanPyTorchMemory(const Schedule& lowered, const M
   if (!lowered.lowered) {
     return absl::FailedPreconditionError("plan needs a lowered program; run jitpipe lower first");
   }
+  RETURN_IF_ERROR(ValidateHeader(lowered));  // what the per-rank indexes below require
   const Schedule base = WithoutWaitSends(lowered);
   PyTorchMemory out;
   absl::StatusOr<Schedule> waits = AddWaitSend(base);
@@ -63,11 +69,13 @@ absl::StatusOr<PyTorchMemory> PlanPyTorchMemory(const Schedule& lowered, const M
   for (int r = 0; r < lowered.pp; ++r) {
     PyTorchMemoryRank rank;
     rank.rank = r;
+    const ProgramIndex base_index = ProgramIndex::BuildForRank(base, r);  // for both below
     ASSIGN_OR_RETURN(const RankBuffers received,
-                     ComputeBufferLifetimes(base, model, r, LifetimeOptions{}));
+                     ComputeBufferLifetimes(base, base_index, model, r, LifetimeOptions{}));
     rank.pools = ComputeRecvPools(received);
     rank.peaks.poll = PeakOf(LiveBytes(received)).bytes;
-    ASSIGN_OR_RETURN(rank.peaks.drain, PeakOfRank(base, model, r, SendRelease::kStepEnd));
+    ASSIGN_OR_RETURN(rank.peaks.drain,
+                     PeakOfRank(base, base_index, model, r, SendRelease::kStepEnd));
     if (waits.ok()) {
       ASSIGN_OR_RETURN(rank.peaks.wait_send, PeakOfRank(*waits, model, r, SendRelease::kStepEnd));
     }
