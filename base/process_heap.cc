@@ -24,6 +24,11 @@ constexpr bool kSanitized = false;
 
 constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
 
+// The heap below its first 2 MiB boundary, held for the process's life (a
+// volatile pointer: the compiler may elide a malloc() whose result is
+// never read).
+void* volatile unusable_heap_head = nullptr;
+
 }  // namespace
 
 bool UseLargeProgramHeap(size_t reserve_bytes) {
@@ -51,10 +56,20 @@ bool UseLargeProgramHeap(size_t reserve_bytes) {
   // Only a heap that grew where the break is (glibc falls back to mmap()
   // when it cannot move the break; then the break says nothing of it).
   const bool grew_here = at < top && top - at <= reserve_bytes + (size_t{2} << 20);
-  if (grew_here && end > start) {
-    madvise(reinterpret_cast<void*>(start), end - start, MADV_HUGEPAGE);  // best effort
+  if (!grew_here || end <= start) {
+    std::free(probe);
+    return true;
   }
+  madvise(reinterpret_cast<void*>(start), end - start, MADV_HUGEPAGE);  // best effort
+  // The heap below the first 2 MiB boundary (0 to 2 MiB, by where the heap
+  // began) can never be a huge page; the first megabytes allocated would
+  // land there, in 4 KiB pages (a schedule file read into it cost 169
+  // faults at pp 32). The probe's chunk is freed back to the top of the
+  // heap and taken again up to the boundary, and kept for the process's
+  // life: address space only (one page of it is touched), so that what is
+  // allocated next starts in the advised range.
   std::free(probe);
+  unusable_heap_head = std::malloc(start - at);
   return true;
 }
 

@@ -230,8 +230,55 @@ bool TryParseSimpleAction(absl::string_view text, Action* out) {
 
 namespace {
 
+// By the enum's value (action.h); every writer reads this per action.
+constexpr absl::string_view kKindNames[kNumActionKinds] = {
+    "F",      "B",      "I",       "W",           "SEND_F",      "RECV_F",
+    "SEND_B", "RECV_B", "UNSHARD", "RESHARD",     "REDUCE_GRAD", "WAIT_SEND_F",
+    "WAIT_SEND_B",      "WAIT_REDUCE_GRAD",       kOverlapName,  ""};
+static_assert(static_cast<int>(ActionKind::kBubble) == kNumActionKinds - 1);
+
+// The names padded to 16 bytes, so that a writer copies a fixed 16 bytes
+// (one move, no call) and advances by the name's size.
+struct PaddedName {
+  char text[16] = {};
+  size_t size = 0;
+};
+constexpr std::array<PaddedName, kNumActionKinds> PadNames() {
+  std::array<PaddedName, kNumActionKinds> padded{};
+  for (int k = 0; k < kNumActionKinds; ++k) {
+    for (size_t i = 0; i < kKindNames[k].size(); ++i) padded[k].text[i] = kKindNames[k][i];
+    padded[k].size = kKindNames[k].size();
+  }
+  return padded;
+}
+constexpr std::array<PaddedName, kNumActionKinds> kPaddedNames = PadNames();
+static_assert(kMaxSimpleActionText >= 10 + 16 + 10);
+
+constexpr char kDigitPairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
 // Writes n's decimal digits at `to`; returns the end. REQUIRES: n >= 0.
 char* WriteDecimal(int32_t n, char* to) {
+  if (n < 10) {
+    *to = static_cast<char>('0' + n);
+    return to + 1;
+  }
+  if (n < 100) {
+    std::memcpy(to, kDigitPairs + 2 * n, 2);
+    return to + 2;
+  }
+  if (n < 1000) {
+    *to = static_cast<char>('0' + n / 100);
+    std::memcpy(to + 1, kDigitPairs + 2 * (n % 100), 2);
+    return to + 3;
+  }
+  if (n < 10000) {
+    std::memcpy(to, kDigitPairs + 2 * (n / 100), 2);
+    std::memcpy(to + 2, kDigitPairs + 2 * (n % 100), 2);
+    return to + 4;
+  }
   char digits[10];
   int count = 0;
   do {
@@ -244,31 +291,33 @@ char* WriteDecimal(int32_t n, char* to) {
 
 }  // namespace
 
+char* WriteSimpleActionText(const Action& action, char* to) {
+  if (action.is_bubble() || action.is_compound() || action.stage < 0 ||
+      (HasMicrobatch(action.kind) && action.microbatch < 0) ||
+      static_cast<size_t>(action.kind) >= kNumActionKinds) {
+    return nullptr;
+  }
+  const PaddedName& name = kPaddedNames[static_cast<size_t>(action.kind)];
+  char* p = WriteDecimal(action.stage, to);
+  std::memcpy(p, name.text, sizeof(name.text));
+  p += name.size;
+  if (HasMicrobatch(action.kind)) p = WriteDecimal(action.microbatch, p);
+  return p;
+}
+
 void AppendActionText(const Action& action, std::string* out) {
   if (action.is_bubble()) return;
-  if (action.is_compound() || action.stage < 0 ||
-      (HasMicrobatch(action.kind) && action.microbatch < 0)) {
-    out->append(action.ToString());
+  char buffer[kMaxSimpleActionText];
+  if (const char* end = WriteSimpleActionText(action, buffer)) {
+    out->append(buffer, static_cast<size_t>(end - buffer));
     return;
   }
-  const absl::string_view name = KindName(action.kind);
-  char buffer[48];
-  char* p = WriteDecimal(action.stage, buffer);
-  std::memcpy(p, name.data(), name.size());
-  p += name.size();
-  if (HasMicrobatch(action.kind)) p = WriteDecimal(action.microbatch, p);
-  out->append(buffer, static_cast<size_t>(p - buffer));
+  out->append(action.ToString());
 }
 
 absl::string_view KindName(ActionKind kind) {
-  // By the enum's value (action.h); every writer calls this per action.
-  static constexpr absl::string_view kNames[kNumActionKinds] = {
-      "F",      "B",      "I",       "W",           "SEND_F",      "RECV_F",
-      "SEND_B", "RECV_B", "UNSHARD", "RESHARD",     "REDUCE_GRAD", "WAIT_SEND_F",
-      "WAIT_SEND_B",      "WAIT_REDUCE_GRAD",       kOverlapName,  ""};
-  static_assert(static_cast<int>(ActionKind::kBubble) == kNumActionKinds - 1);
   const auto index = static_cast<size_t>(kind);
-  return index < kNumActionKinds ? kNames[index] : "?";
+  return index < kNumActionKinds ? kKindNames[index] : "?";
 }
 
 Action Action::StageWide(ActionKind kind, int32_t stage) {

@@ -209,6 +209,16 @@ bool TryParseSimpleAction(absl::string_view text, Action* out);
 // millions of actions: schedule_json.cc, schedule_csv.cc).
 void AppendActionText(const Action& action, std::string* out);
 
+// The most WriteSimpleActionText writes: two 10-digit numbers around the
+// longest kind name.
+inline constexpr size_t kMaxSimpleActionText = 40;
+
+// ToString()'s text of a simple action (not a bubble, not a compound, no
+// negative stage or microbatch) written at `to`, which has room for
+// kMaxSimpleActionText bytes; returns the end of the text. Returns nullptr,
+// writing nothing, for any other action (AppendActionText writes those).
+char* WriteSimpleActionText(const Action& action, char* to);
+
 // Calls `fn(const Action&)` on the compute parts of `action`: the action
 // itself when it is F, B, I or W; each sub-action of an OVERLAP_F_B; nothing
 // otherwise.

@@ -1,6 +1,7 @@
 #include "scheduler/passes/add_unshard_reshard.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <tuple>
 #include <utility>
@@ -29,12 +30,17 @@ struct Occurrence {
 };
 
 // PyTorch's next_stage_indices(count, program[index:]) for increasing
-// `index`, in O(stages on the rank) per call instead of a scan to the end of
-// the program (which is quadratic when a rank holds fewer than `count`
-// stages).
+// `index`, for the residency window (`count` = max_active_stages) and the
+// issue window (`issue` <= count) at once. It keeps every stage's next
+// occurrence in lookahead order and moves only the stages whose occurrence
+// `index` passed: O(stages on the rank) per move, where a scan to the end
+// of the program would be quadratic when a rank holds fewer than `count`
+// stages. An action with several new stages (a compound) adds them all
+// before a count is checked, so a window may hold more than its count.
 class Lookahead {
  public:
-  Lookahead(const RankProgram& program, int num_stages) : slot_of_(num_stages, -1) {
+  Lookahead(const RankProgram& program, int num_stages, int count, int issue)
+      : slot_of_(num_stages, -1), count_(count), issue_(issue) {
     for (size_t i = 0; i < program.size(); ++i) {
       const Action& a = program[i];
       if (!a.is_compound()) {
@@ -43,34 +49,54 @@ class Lookahead {
       }
       for (size_t k = 0; k < a.sub_actions.size(); ++k) Note(a.sub_actions[k].stage, i, k);
     }
+    exact_masks_ = occurrences_.size() <= 64;
     cursor_.assign(occurrences_.size(), 0);
+    for (const std::vector<Occurrence>& occ : occurrences_) next_.push_back(occ.front());
+    std::sort(next_.begin(), next_.end());
+    Measure();
   }
 
-  // The first `count` distinct stages from `index` on, into `stages`; an
-  // action with several new stages (a compound) adds them all before the
-  // count is checked. `group_ends[g]` is the size `stages` had after the
-  // g-th action's stages, so the first `fewer` stages (fewer <= count) are
-  // stages[0, the first group end >= fewer): one call serves both counts.
+  // Moves both windows to start at `index`.
   // REQUIRES: `index` does not decrease between calls.
-  void NextStages(size_t index, int count, std::vector<int32_t>& stages,
-                  std::vector<size_t>& group_ends) {
-    next_.clear();
-    for (size_t slot = 0; slot < occurrences_.size(); ++slot) {
+  void MoveTo(size_t index) {
+    size_t passed = 0;
+    while (passed < next_.size() && next_[passed].index < index) ++passed;
+    if (passed == 0) return;
+    // Each passed stage's next occurrence at or after `index`, merged back in.
+    moved_.assign(next_.begin(), next_.begin() + static_cast<std::ptrdiff_t>(passed));
+    next_.erase(next_.begin(), next_.begin() + static_cast<std::ptrdiff_t>(passed));
+    for (const Occurrence& o : moved_) {
+      const int slot = slot_of_[o.stage];
       const std::vector<Occurrence>& occ = occurrences_[slot];
       size_t& c = cursor_[slot];
       while (c < occ.size() && occ[c].index < index) ++c;
-      if (c < occ.size()) next_.push_back(occ[c]);
+      if (c == occ.size()) continue;
+      next_.insert(std::upper_bound(next_.begin(), next_.end(), occ[c]), occ[c]);
     }
-    std::sort(next_.begin(), next_.end());
-    stages.clear();
-    group_ends.clear();
-    for (size_t i = 0; i < next_.size();) {
-      const size_t action = next_[i].index;
-      for (; i < next_.size() && next_[i].index == action; ++i) stages.push_back(next_[i].stage);
-      group_ends.push_back(stages.size());
-      if (static_cast<int>(stages.size()) >= count) break;
-    }
+    Measure();
   }
+
+  // The residency window's stages are stage(0..window_size()), in lookahead
+  // order; the issue window's are its first issued() of them.
+  size_t window_size() const { return window_size_; }
+  size_t issued() const { return issued_; }
+  int32_t stage(size_t k) const { return next_[k].stage; }
+  bool InWindow(int32_t stage) const {
+    for (size_t k = 0; k < window_size_; ++k) {
+      if (next_[k].stage == stage) return true;
+    }
+    return false;
+  }
+
+  // The windows as bit masks over the rank's stages, exact when the rank
+  // holds at most 64 stages (else SlotBit is 0 and the masks say nothing).
+  bool exact_masks() const { return exact_masks_; }
+  uint64_t SlotBit(int32_t stage) const {
+    const int slot = slot_of_[stage];
+    return exact_masks_ ? uint64_t{1} << slot : 0;
+  }
+  uint64_t window_slots() const { return window_slots_; }
+  uint64_t issue_slots() const { return issue_slots_; }
 
  private:
   // Records an occurrence unless the stage already occurs in the same action.
@@ -84,10 +110,75 @@ class Lookahead {
     if (occ.empty() || occ.back().index != index) occ.push_back({index, sub, stage});
   }
 
+  // The windows' sizes (whole actions until a count is reached) and masks.
+  void Measure() {
+    window_slots_ = issue_slots_ = 0;
+    issued_ = 0;
+    size_t k = 0;
+    while (k < next_.size()) {
+      const size_t action = next_[k].index;
+      for (; k < next_.size() && next_[k].index == action; ++k) window_slots_ |= SlotBit(next_[k].stage);
+      if (issued_ == 0 && static_cast<int>(k) >= issue_) {
+        issued_ = k;
+        issue_slots_ = window_slots_;
+      }
+      if (static_cast<int>(k) >= count_) break;
+    }
+    window_size_ = k;
+    if (issued_ == 0) {
+      issued_ = k;
+      issue_slots_ = window_slots_;
+    }
+  }
+
   std::vector<int> slot_of_;                         // stage -> slot, -1 if absent
   std::vector<std::vector<Occurrence>> occurrences_;  // per slot, ascending
-  std::vector<size_t> cursor_;                       // per slot: first occurrence >= index
-  std::vector<Occurrence> next_;                     // NextStages' scratch
+  std::vector<size_t> cursor_;                       // per slot: its occurrence in next_
+  std::vector<Occurrence> next_;   // each stage's next occurrence, in lookahead order
+  std::vector<Occurrence> moved_;  // MoveTo's scratch
+  int count_;
+  int issue_;
+  bool exact_masks_ = true;
+  size_t window_size_ = 0;
+  size_t issued_ = 0;
+  uint64_t window_slots_ = 0;
+  uint64_t issue_slots_ = 0;
+};
+
+// The active (unsharded) stages: PyTorch's Python set, whose iteration order
+// the RESHARDs follow, with a flag per stage for membership and the
+// elements listed once per change rather than once per action.
+class ActiveStages {
+ public:
+  explicit ActiveStages(int num_stages) : member_(num_stages, 0) {}
+
+  bool Contains(int32_t stage) const { return member_[stage] != 0; }
+  void Add(int32_t stage) {
+    set_.Add(stage);
+    member_[stage] = 1;
+    listed_ = false;
+  }
+  void Remove(int32_t stage) {
+    set_.Remove(stage);
+    member_[stage] = 0;
+    listed_ = false;
+  }
+  // A copy in the set's iteration order: callers remove while they walk it.
+  const std::vector<int32_t>& Elements() {
+    if (!listed_) {
+      elements_ = set_.Elements();
+      listed_ = true;
+    }
+    walk_ = elements_;
+    return walk_;
+  }
+
+ private:
+  CPythonIntSet set_;
+  std::vector<char> member_;
+  std::vector<int32_t> elements_;
+  std::vector<int32_t> walk_;
+  bool listed_ = true;
 };
 
 // `issue`: the unshard lookahead on this rank, <= max_active_stages.
@@ -95,32 +186,32 @@ RankProgram AddToRank(const RankProgram& program, int num_stages, int max_active
                       int issue) {
   RankProgram out;
   out.reserve(program.size() + 8);
-  Lookahead lookahead(program, num_stages);
-  CPythonIntSet active;
-  std::vector<int32_t> next;  // reused: no allocation per action
-  std::vector<size_t> group_ends;
+  Lookahead lookahead(program, num_stages, max_active_stages, issue);
+  ActiveStages active(num_stages);
+  uint64_t active_slots = 0;  // `active` as a mask, when the masks are exact
   for (size_t i = 0; i < program.size(); ++i) {
     const Action& a = program[i];
     if (a.is_bubble()) continue;
-    lookahead.NextStages(i, max_active_stages, next, group_ends);
-    auto upcoming = [&](int32_t s) { return std::find(next.begin(), next.end(), s) != next.end(); };
-    for (int32_t s : active.Elements()) {
-      if (upcoming(s)) continue;
-      active.Remove(s);
-      out.push_back(Action::StageWide(ActionKind::kReshard, s));
-    }
-    // The first `issue` stages: NextStages(i, issue) is a prefix of `next`.
-    size_t issued = next.size();
-    if (issue < max_active_stages) {
-      const auto end = std::find_if(group_ends.begin(), group_ends.end(),
-                                    [&](size_t e) { return static_cast<int>(e) >= issue; });
-      if (end != group_ends.end()) issued = *end;
-    }
-    for (size_t k = 0; k < issued; ++k) {
-      const int32_t s = next[k];
-      if (active.Contains(s)) continue;
-      active.Add(s);
-      out.push_back(Action::StageWide(ActionKind::kUnshard, s));
+    lookahead.MoveTo(i);
+    // Most actions: every active stage stays in the window and every issued
+    // stage is active already, so no RESHARD or UNSHARD goes before them.
+    const bool settled = lookahead.exact_masks() &&
+                         (active_slots & ~lookahead.window_slots()) == 0 &&
+                         (lookahead.issue_slots() & ~active_slots) == 0;
+    if (!settled) {
+      for (int32_t s : active.Elements()) {
+        if (lookahead.InWindow(s)) continue;
+        active.Remove(s);
+        active_slots &= ~lookahead.SlotBit(s);
+        out.push_back(Action::StageWide(ActionKind::kReshard, s));
+      }
+      for (size_t k = 0; k < lookahead.issued(); ++k) {
+        const int32_t s = lookahead.stage(k);
+        if (active.Contains(s)) continue;
+        active.Add(s);
+        active_slots |= lookahead.SlotBit(s);
+        out.push_back(Action::StageWide(ActionKind::kUnshard, s));
+      }
     }
     out.push_back(a);
   }

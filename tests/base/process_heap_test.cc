@@ -8,6 +8,9 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 #include "gtest/gtest.h"
 
@@ -23,6 +26,29 @@ constexpr bool kSanitized = false;
 constexpr size_t kMiB = size_t{1} << 20;
 
 uintptr_t Break() { return reinterpret_cast<uintptr_t>(sbrk(0)); }
+
+// The "VmFlags:" line of the mapping holding `address` in /proc/self/smaps
+// ("" if none); "hg" in it means advised for huge pages.
+std::string VmFlagsOf(uintptr_t address) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t begin = 0, end = 0;
+    char dash = 0;
+    std::istringstream range(line);
+    if (range >> std::hex >> begin >> dash >> end && dash == '-') {
+      inside = begin <= address && address < end;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+bool AdvisedForHugePages(uintptr_t address) {
+  return VmFlagsOf(address).find(" hg") != std::string::npos;
+}
 
 TEST(ProcessHeapTest, GrowsTheHeapOnceAndKeepsWhatIsFreed) {
   const uintptr_t before = Break();
@@ -44,6 +70,13 @@ TEST(ProcessHeapTest, GrowsTheHeapOnceAndKeepsWhatIsFreed) {
   const auto at = reinterpret_cast<uintptr_t>(first);
   EXPECT_LE(at + 8 * kMiB, after);
   EXPECT_LT(after - at, 256 * kMiB + 16 * kMiB);
+  // It starts where the heap is advised for huge pages: the part of the
+  // heap below its first 2 MiB boundary, which never can be, was taken
+  // first (where the kernel refused the advice, nothing is advised).
+  const bool advised = AdvisedForHugePages(after - kMiB);
+  if (advised) {
+    EXPECT_TRUE(AdvisedForHugePages(at)) << VmFlagsOf(at);
+  }
   std::free(first);
   void* again = std::malloc(8 * kMiB);
   EXPECT_EQ(again, first);
