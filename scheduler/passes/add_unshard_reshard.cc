@@ -59,20 +59,23 @@ class Lookahead {
   // Moves both windows to start at `index`.
   // REQUIRES: `index` does not decrease between calls.
   void MoveTo(size_t index) {
-    size_t passed = 0;
-    while (passed < next_.size() && next_[passed].index < index) ++passed;
-    if (passed == 0) return;
-    // Each passed stage's next occurrence at or after `index`, merged back in.
-    moved_.assign(next_.begin(), next_.begin() + static_cast<std::ptrdiff_t>(passed));
-    next_.erase(next_.begin(), next_.begin() + static_cast<std::ptrdiff_t>(passed));
-    for (const Occurrence& o : moved_) {
-      const int slot = slot_of_[o.stage];
+    if (next_.empty() || next_.front().index >= index) return;
+    // The earliest occurrence passed, replaced by its stage's next one at or
+    // after `index`, which slides back to its place (or leaves, when the
+    // stage does not occur again); until no occurrence before `index` is left.
+    do {
+      const int slot = slot_of_[next_.front().stage];
       const std::vector<Occurrence>& occ = occurrences_[slot];
       size_t& c = cursor_[slot];
       while (c < occ.size() && occ[c].index < index) ++c;
-      if (c == occ.size()) continue;
-      next_.insert(std::upper_bound(next_.begin(), next_.end(), occ[c]), occ[c]);
-    }
+      if (c == occ.size()) {
+        next_.erase(next_.begin());
+        continue;
+      }
+      size_t k = 0;
+      for (; k + 1 < next_.size() && next_[k + 1] < occ[c]; ++k) next_[k] = next_[k + 1];
+      next_[k] = occ[c];
+    } while (!next_.empty() && next_.front().index < index);
     Measure();
   }
 
@@ -134,8 +137,7 @@ class Lookahead {
   std::vector<int> slot_of_;                         // stage -> slot, -1 if absent
   std::vector<std::vector<Occurrence>> occurrences_;  // per slot, ascending
   std::vector<size_t> cursor_;                       // per slot: its occurrence in next_
-  std::vector<Occurrence> next_;   // each stage's next occurrence, in lookahead order
-  std::vector<Occurrence> moved_;  // MoveTo's scratch
+  std::vector<Occurrence> next_;  // each stage's next occurrence, in lookahead order
   int count_;
   int issue_;
   bool exact_masks_ = true;

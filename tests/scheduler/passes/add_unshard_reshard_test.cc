@@ -1,12 +1,16 @@
 #include "scheduler/passes/add_unshard_reshard.h"
 
 #include <algorithm>
+#include <optional>
+#include <random>
+#include <utility>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "scheduler/passes/cpython_int_set.h"
 #include "scheduler/passes/lower.h"
 #include "tests/scheduler/passes/generator_cases.h"
 #include "tests/scheduler/passes/pass_test_util.h"
@@ -227,6 +231,106 @@ TEST(AddUnshardReshardTest, ALargerWindowGathersLessOften) {
   };
   EXPECT_EQ(gathers_of(3), 4);
   EXPECT_EQ(gathers_of(4), 1);
+}
+
+// The contract in the header, written as PyTorch writes it (a scan to the
+// end of the program before every action), as the reference.
+std::vector<int32_t> NextStagesByScan(const RankProgram& program, size_t from, int count) {
+  std::vector<int32_t> stages;
+  for (size_t i = from; i < program.size() && static_cast<int>(stages.size()) < count; ++i) {
+    std::vector<int32_t> parts;
+    if (program[i].is_compound()) {
+      for (const Action& sub : program[i].sub_actions) parts.push_back(sub.stage);
+    } else if (!program[i].is_bubble()) {
+      parts.push_back(program[i].stage);
+    }
+    for (int32_t st : parts) {
+      if (std::find(stages.begin(), stages.end(), st) == stages.end()) stages.push_back(st);
+    }
+  }
+  return stages;
+}
+
+RankProgram AddUnshardReshardByScan(const RankProgram& program, int max_active, int issue) {
+  RankProgram out;
+  CPythonIntSet active;
+  for (size_t i = 0; i < program.size(); ++i) {
+    if (program[i].is_bubble()) continue;
+    const std::vector<int32_t> window = NextStagesByScan(program, i, max_active);
+    for (int32_t st : active.Elements()) {
+      if (std::find(window.begin(), window.end(), st) != window.end()) continue;
+      active.Remove(st);
+      out.push_back(Action::StageWide(ActionKind::kReshard, st));
+    }
+    for (int32_t st : NextStagesByScan(program, i, issue)) {
+      if (active.Contains(st)) continue;
+      active.Add(st);
+      out.push_back(Action::StageWide(ActionKind::kUnshard, st));
+    }
+    out.push_back(program[i]);
+  }
+  for (int32_t st : active.Elements()) out.push_back(Action::StageWide(ActionKind::kReshard, st));
+  return out;
+}
+
+// Random compute programs on one rank holding `stages` stages (the pass
+// keeps its windows as 64-bit masks up to 64 stages and walks them beyond),
+// with bubbles and two-stage compounds, against the reference.
+TEST(AddUnshardReshardTest, EqualsTheScanOnRandomPrograms) {
+  std::mt19937 random(20261205);
+  for (int stages : {1, 3, 5, 63, 64, 65, 70}) {
+    for (int trial = 0; trial < 12; ++trial) {
+      Schedule s;
+      s.pp = 1;
+      s.stages_per_rank = stages;
+      s.microbatches = 64;
+      s.placement = Placement::kLoop;
+      s.stage_to_rank.assign(stages, 0);
+      s.ranks.resize(1);
+      std::uniform_int_distribution<int> stage(0, stages - 1);
+      std::uniform_int_distribution<int> microbatch(0, 63);
+      std::uniform_int_distribution<int> shape(0, 9);
+      const int length = 1 + trial * 16;
+      std::vector<std::vector<bool>> used(stages, std::vector<bool>(64, false));
+      auto fresh = [&](int st) -> std::optional<Action> {
+        for (int tries = 0; tries < 8; ++tries) {
+          const int mb = microbatch(random);
+          if (used[st][mb]) continue;
+          used[st][mb] = true;
+          return Action::Make(ActionKind::kForward, st, mb);
+        }
+        return std::nullopt;
+      };
+      for (int i = 0; i < length; ++i) {
+        const int kind = shape(random);
+        if (kind == 0) {
+          s.ranks[0].push_back(Action::Bubble());
+          continue;
+        }
+        std::optional<Action> a = fresh(stage(random));
+        if (!a) continue;
+        if (kind == 1 && stages > 1) {
+          std::optional<Action> b = fresh(stage(random));
+          if (b) {
+            s.ranks[0].push_back(Action::Overlap({*a, *b}));
+            continue;
+          }
+        }
+        s.ranks[0].push_back(*a);
+      }
+      for (const auto& [max_active, issue] :
+           std::vector<std::pair<int, int>>{{3, 3}, {3, 1}, {1, 1}, {5, 2}, {66, 66}, {70, 3}}) {
+        SCOPED_TRACE(absl::StrCat(stages, " stages, trial ", trial, ", max active ", max_active,
+                                  ", issue ", issue));
+        UnshardReshardOptions options;
+        options.max_active_stages = max_active;
+        ASSERT_OK_AND_ASSIGN(options.unshard_lookahead,
+                             ParseUnshardLookahead(absl::StrCat(issue)));
+        ASSERT_OK_AND_ASSIGN(Schedule fsdp, AddUnshardReshard(s, options));
+        EXPECT_EQ(fsdp.ranks[0], AddUnshardReshardByScan(s.ranks[0], max_active, issue));
+      }
+    }
+  }
 }
 
 TEST(AddUnshardReshardTest, RefusesALoweredProgram) {
