@@ -36,10 +36,22 @@ struct BudgetStop {
 // walk goes).
 class BudgetWalk {
  public:
-  BudgetWalk(const Schedule& s, const CommPositions& positions, WaitModel model, int budget)
+  // `out`: programs whose storage the walk writes its output into (cleared
+  // first; their capacity is kept), so that a search's walks reuse pages
+  // already touched rather than fault in fresh ones (at pp 128 each walk's
+  // output is 85 MB).
+  BudgetWalk(const Schedule& s, const CommPositions& positions, WaitModel model, int budget,
+             std::vector<RankProgram> out = {})
       : s_(s), pos_(positions), budget_(budget), cursors_(MakeCursors(s, positions, model)),
-        held_(s.pp), waited_early_(s.pp), out_(s.pp), parked_(s.pp) {
-    for (int r = 0; r < s.pp; ++r) out_[r].reserve(s.ranks[r].size() + s.ranks[r].size() / 8);
+        held_(s.pp), waited_early_(s.pp), out_(std::move(out)), parked_(s.pp) {
+    out_.resize(s.pp);
+    for (int r = 0; r < s.pp; ++r) {
+      // The input, and at most one WAIT_SEND per send: never reallocated.
+      const RankProgram& program = s.ranks[r];
+      out_[r].clear();
+      out_[r].reserve(program.size() + std::count_if(program.begin(), program.end(),
+                                                     [](const Action& a) { return IsSend(a.kind); }));
+    }
   }
 
   // Whether every rank ran to its end; otherwise stop() names a rank the
@@ -144,14 +156,22 @@ class BudgetWalk {
   BudgetStop stop_;
 };
 
-// Whether the walk keeps `budget`; if so and `programs` is given, its output
-// is moved there.
+// The output storage of a search's walks, two sets reused in turn: `kept`
+// holds the output of the last walk that kept its budget (empty if none
+// did), `spare` the storage the next walk writes into.
+struct WalkOutputs {
+  std::vector<RankProgram> kept;
+  std::vector<RankProgram> spare;
+};
+
+// Whether the walk keeps `budget`; if so its output goes to outputs->kept.
 bool Keeps(const Schedule& s, const CommPositions& positions, WaitModel model, int budget,
-           std::vector<RankProgram>* programs = nullptr) {
-  BudgetWalk walk(s, positions, model, budget);
-  if (!walk.Run()) return false;
-  if (programs != nullptr) *programs = walk.TakePrograms();
-  return true;
+           WalkOutputs* outputs) {
+  BudgetWalk walk(s, positions, model, budget, std::move(outputs->spare));
+  const bool kept = walk.Run();
+  outputs->spare = walk.TakePrograms();
+  if (kept) std::swap(outputs->kept, outputs->spare);
+  return kept;
 }
 
 // The smallest budget above `failed` that the walk keeps: a budget of the
@@ -162,10 +182,10 @@ bool Keeps(const Schedule& s, const CommPositions& positions, WaitModel model, i
 // log2(most) (13 at pp 128 m 1024, whose ranks post 8,192 sends; the
 // answer is a few).
 //
-// With `programs`, the output of the walk at the answer is left there when
-// one was made (empty when the answer is `most`, never walked).
+// The output of the walk at the answer is left in outputs->kept when one
+// was made (empty when the answer is `most`, never walked).
 int SmallestBudget(const Schedule& s, const CommPositions& positions, WaitModel model,
-                   int failed, std::vector<RankProgram>* programs = nullptr) {
+                   int failed, WalkOutputs* outputs) {
   int most = 1;
   for (const RankProgram& program : s.ranks) {
     most = std::max<int>(
@@ -173,9 +193,9 @@ int SmallestBudget(const Schedule& s, const CommPositions& positions, WaitModel 
                                              [](const Action& a) { return IsSend(a.kind); })));
   }
   int lo = failed, hi = std::max(most, failed + 1);  // lo fails, hi keeps
-  if (programs != nullptr) programs->clear();
+  outputs->kept.clear();
   for (int step = 1; lo + step < hi; step *= 2) {
-    if (Keeps(s, positions, model, lo + step, programs)) {
+    if (Keeps(s, positions, model, lo + step, outputs)) {
       hi = lo + step;
       break;
     }
@@ -184,7 +204,7 @@ int SmallestBudget(const Schedule& s, const CommPositions& positions, WaitModel 
   // Every walk that keeps its budget lowers hi: the programs left are hi's.
   while (hi - lo > 1) {
     const int mid = lo + (hi - lo) / 2;
-    (Keeps(s, positions, model, mid, programs) ? hi : lo) = mid;
+    (Keeps(s, positions, model, mid, outputs) ? hi : lo) = mid;
   }
   return hi;
 }
@@ -197,7 +217,8 @@ absl::Status BudgetError(const Schedule& s, const CommPositions& positions, Wait
     receives.push_back(absl::StrCat(s.ranks[h.recv.rank][h.recv.index].ToString(), ": rank ",
                                     h.recv.rank, ", index ", h.recv.index));
   }
-  const int smallest = SmallestBudget(s, positions, model, budget);
+  WalkOutputs outputs;
+  const int smallest = SmallestBudget(s, positions, model, budget, &outputs);
   return absl::InvalidArgumentError(absl::StrCat(
       "send budget ", budget, " cannot be kept: ",
       Where(stop.rank, stop.index, s.ranks[stop.rank][stop.index]), " would hold ", budget + 1,
@@ -240,8 +261,9 @@ absl::StatusOr<Schedule> AddWaitSendBudget(const Schedule& in, const SendBudgetO
 
 absl::StatusOr<int> SmallestSendBudget(const Schedule& in, const SendBudgetOptions& options) {
   ASSIGN_OR_RETURN(const CommPositions positions, CheckBudgetInput(in, options));
-  if (Keeps(in, positions, options.model, options.budget)) return options.budget;
-  return SmallestBudget(in, positions, options.model, options.budget);
+  WalkOutputs outputs;
+  if (Keeps(in, positions, options.model, options.budget, &outputs)) return options.budget;
+  return SmallestBudget(in, positions, options.model, options.budget, &outputs);
 }
 
 absl::StatusOr<BudgetedProgram> AddWaitSendAtSmallestBudget(const Schedule& in,
@@ -249,18 +271,15 @@ absl::StatusOr<BudgetedProgram> AddWaitSendAtSmallestBudget(const Schedule& in,
   ASSIGN_OR_RETURN(const CommPositions positions, CheckBudgetInput(in, options));
   BudgetedProgram out;
   out.budget = options.budget;
-  BudgetWalk walk(in, positions, options.model, out.budget);
-  if (walk.Run()) {
-    out.program = WithPrograms(in, walk.TakePrograms(), /*lowered=*/true);
-    return out;
+  WalkOutputs outputs;
+  if (!Keeps(in, positions, options.model, out.budget, &outputs)) {
+    out.budget = SmallestBudget(in, positions, options.model, options.budget, &outputs);
+    if (outputs.kept.empty() && !Keeps(in, positions, options.model, out.budget, &outputs)) {
+      return absl::InternalError(absl::StrCat("send budget ", out.budget,
+                                              " was found to be kept, and then was not"));
+    }
   }
-  std::vector<RankProgram> programs;
-  out.budget = SmallestBudget(in, positions, options.model, options.budget, &programs);
-  if (programs.empty() && !Keeps(in, positions, options.model, out.budget, &programs)) {
-    return absl::InternalError(absl::StrCat("send budget ", out.budget,
-                                            " was found to be kept, and then was not"));
-  }
-  out.program = WithPrograms(in, std::move(programs), /*lowered=*/true);
+  out.program = WithPrograms(in, std::move(outputs.kept), /*lowered=*/true);
   return out;
 }
 
