@@ -1,5 +1,6 @@
 #include "stages/exec/rank_executable.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -31,7 +32,15 @@ class TransferIndex {
 // The transfers of a matched schedule, sends in rank then program order.
 std::vector<Transfer> BuildTransfers(const Schedule& s, const CommPositions& positions,
                                      const std::vector<StageCost>& costs, TransferIndex& index) {
+  // Reserved exactly: at pp 128 the transfers are 50 MB, and growing them
+  // touched and copied up to twice that.
+  size_t sends = 0;
+  for (const RankProgram& program : s.ranks) {
+    sends += static_cast<size_t>(std::count_if(program.begin(), program.end(),
+                                               [](const Action& a) { return IsSend(a.kind); }));
+  }
   std::vector<Transfer> transfers;
+  transfers.reserve(sends);
   for (int r = 0; r < s.pp; ++r) {
     const RankProgram& program = s.ranks[r];
     for (int i = 0; i < static_cast<int>(program.size()); ++i) {
@@ -156,6 +165,9 @@ class RankBuilder {
     exe.rank = rank_;
     const RankProgram& program = s_.ranks[rank_];
     exe.steps.reserve(program.size());
+    size_t parts = 0;
+    for (const Action& a : program) ForEachComputePart(a, [&](const Action&) { ++parts; });
+    exe.parts.reserve(parts);
     for (int i = 0; i < static_cast<int>(program.size()); ++i) {
       ASSIGN_OR_RETURN(ExecStep step, MakeStep(model, program[i], i, exe));
       exe.steps.push_back(step);
@@ -277,6 +289,7 @@ absl::StatusOr<Executable> BuildExecutable(const Schedule& schedule, const Model
   ASSIGN_OR_RETURN(exe.positions, MatchSendRecv(schedule));
   TransferIndex index(schedule.num_stages(), schedule.microbatches_per_chain());
   exe.transfers = BuildTransfers(schedule, exe.positions, costs, index);
+  exe.ranks.reserve(schedule.pp);
   for (int r = 0; r < schedule.pp; ++r) {
     ASSIGN_OR_RETURN(RankExecutable rank,
                      RankBuilder(schedule, costs, r, buffers[r], index).Build(model));
