@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/parallel_for.h"
 #include "base/status_macros.h"
 #include "memory/liveness.h"
 #include "scheduler/passes/add_wait_send.h"
@@ -40,6 +41,30 @@ absl::StatusOr<int64_t> PeakOfRank(const Schedule& s, const Model& model, int r,
   return PeakOfRank(s, ProgramIndex::BuildForRank(s, r), model, r, release);
 }
 
+// Rank r's pools and peaks under each send release (a policy whose program
+// is an error has no peak).
+absl::StatusOr<PyTorchMemoryRank> PlanRank(const Schedule& base,
+                                           const absl::StatusOr<Schedule>& waits,
+                                           const absl::StatusOr<Schedule>& budgeted,
+                                           const Model& model, int r) {
+  PyTorchMemoryRank rank;
+  rank.rank = r;
+  const ProgramIndex base_index = ProgramIndex::BuildForRank(base, r);  // for both below
+  ASSIGN_OR_RETURN(const RankBuffers received,
+                   ComputeBufferLifetimes(base, base_index, model, r, LifetimeOptions{}));
+  rank.pools = ComputeRecvPools(received);
+  rank.peaks.poll = PeakOf(LiveBytes(received)).bytes;
+  ASSIGN_OR_RETURN(rank.peaks.drain,
+                   PeakOfRank(base, base_index, model, r, SendRelease::kStepEnd));
+  if (waits.ok()) {
+    ASSIGN_OR_RETURN(rank.peaks.wait_send, PeakOfRank(*waits, model, r, SendRelease::kStepEnd));
+  }
+  if (budgeted.ok()) {
+    ASSIGN_OR_RETURN(rank.peaks.budget, PeakOfRank(*budgeted, model, r, SendRelease::kStepEnd));
+  }
+  return rank;
+}
+
 }  // namespace
 
 absl::StatusOr<PyTorchMemory> PlanPyTorchMemory(const Schedule& lowered, const Model& model,
@@ -54,11 +79,19 @@ absl::StatusOr<PyTorchMemory> PlanPyTorchMemory(const Schedule& lowered, const M
   RETURN_IF_ERROR(ValidateHeader(lowered));  // what the per-rank indexes below require
   const Schedule base = WithoutWaitSends(lowered);
   PyTorchMemory out;
-  absl::StatusOr<Schedule> waits = AddWaitSend(base);
+  // The two placements of WAIT_SENDs are independent whole-program passes:
+  // side by side.
+  absl::StatusOr<Schedule> waits = absl::UnknownError("not run");
+  absl::StatusOr<BudgetedProgram> at_budget = absl::UnknownError("not run");
+  ParallelFor(2, options.threads, [&](int pass) {
+    if (pass == 0) {
+      waits = AddWaitSend(base);
+    } else {
+      at_budget = AddWaitSendAtSmallestBudget(base, {.budget = options.send_budget});
+    }
+  });
   if (!waits.ok()) out.wait_send_error = std::string(waits.status().message());
   absl::StatusOr<Schedule> budgeted = absl::UnknownError("not run");
-  absl::StatusOr<BudgetedProgram> at_budget =
-      AddWaitSendAtSmallestBudget(base, {.budget = options.send_budget});
   if (at_budget.ok()) {
     out.send_budget = at_budget->budget;
     budgeted = std::move(at_budget->program);
@@ -66,23 +99,17 @@ absl::StatusOr<PyTorchMemory> PlanPyTorchMemory(const Schedule& lowered, const M
     budgeted = at_budget.status();
   }
   if (!budgeted.ok()) out.budget_error = std::string(budgeted.status().message());
-  for (int r = 0; r < lowered.pp; ++r) {
-    PyTorchMemoryRank rank;
-    rank.rank = r;
-    const ProgramIndex base_index = ProgramIndex::BuildForRank(base, r);  // for both below
-    ASSIGN_OR_RETURN(const RankBuffers received,
-                     ComputeBufferLifetimes(base, base_index, model, r, LifetimeOptions{}));
-    rank.pools = ComputeRecvPools(received);
-    rank.peaks.poll = PeakOf(LiveBytes(received)).bytes;
-    ASSIGN_OR_RETURN(rank.peaks.drain,
-                     PeakOfRank(base, base_index, model, r, SendRelease::kStepEnd));
-    if (waits.ok()) {
-      ASSIGN_OR_RETURN(rank.peaks.wait_send, PeakOfRank(*waits, model, r, SendRelease::kStepEnd));
-    }
-    if (budgeted.ok()) {
-      ASSIGN_OR_RETURN(rank.peaks.budget, PeakOfRank(*budgeted, model, r, SendRelease::kStepEnd));
-    }
-    out.ranks.push_back(std::move(rank));
+  // Ranks side by side, each into its own slot; the first failing rank's
+  // error, as rank order would give it.
+  std::vector<absl::StatusOr<PyTorchMemoryRank>> ranks(
+      static_cast<size_t>(lowered.pp), absl::InternalError("not planned"));
+  ParallelFor(lowered.pp, options.threads, [&](int r) {
+    ranks[r] = PlanRank(base, waits, budgeted, model, r);
+  });
+  out.ranks.reserve(ranks.size());
+  for (absl::StatusOr<PyTorchMemoryRank>& rank : ranks) {
+    if (!rank.ok()) return rank.status();
+    out.ranks.push_back(*std::move(rank));
   }
   return out;
 }

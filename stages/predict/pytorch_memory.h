@@ -20,8 +20,9 @@
 // the program (e.g. one that does not validate) has no peak; the reason is
 // kept.
 //
-// Pure; thread-compatible. Cost: two passes over the program and, per rank,
-// four lifetime computations and the pools.
+// Pure; thread-compatible. Cost: two passes over the program (side by
+// side) and, per rank (ranks side by side), four lifetime computations and
+// the pools.
 #ifndef JITPIPE_STAGES_PREDICT_PYTORCH_MEMORY_H_
 #define JITPIPE_STAGES_PREDICT_PYTORCH_MEMORY_H_
 
@@ -39,6 +40,10 @@ namespace jitpipe {
 
 struct PyTorchMemoryOptions {
   int send_budget = 1;  // K asked for, >= 1
+  // Ranks (and the two WAIT_SEND placements) computed side by side on up to
+  // this many threads; <= 0: one per hardware thread. The result does not
+  // depend on it.
+  int threads = 0;
 };
 
 struct SendReleasePeaks {
