@@ -127,8 +127,10 @@ int RunSimulate(const Command& command, const Invocation& invocation) {
   };
 
   const std::string trace_path = absl::GetFlag(FLAGS_trace);
-  absl::StatusOr<Prediction> p =
-      Predict(*schedule, *model, {.overlap = overlap, .record_timeline = !trace_path.empty()});
+  // The schedule is simulated in place unless --compare simulates it again.
+  Schedule simulated = compare ? *schedule : std::move(*schedule);
+  absl::StatusOr<Prediction> p = Predict(std::move(simulated), *model,
+                                         {.overlap = overlap, .record_timeline = !trace_path.empty()});
   if (!p.ok()) return failed(p.status());
   if (!p->reductions_modelled) {
     std::fprintf(stderr,

@@ -1,8 +1,10 @@
 #include "stages/predict/predict.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
+#include "base/parallel_for.h"
 #include "base/status_macros.h"
 #include "memory/liveness.h"
 #include "scheduler/passes/lower.h"
@@ -27,7 +29,7 @@ bool HasByteSizes(const Model& model) {
   return false;
 }
 
-absl::StatusOr<Schedule> LowerForPrediction(const Schedule& schedule, const Model& model,
+absl::StatusOr<Schedule> LowerForPrediction(Schedule schedule, const Model& model,
                                             bool overlap) {
   if (!schedule.lowered) {
     LowerOptions lower;
@@ -39,9 +41,27 @@ absl::StatusOr<Schedule> LowerForPrediction(const Schedule& schedule, const Mode
     }
     return Lower(schedule, lower);
   }
-  if (!overlap) return schedule;
+  if (!overlap) return schedule;  // moved: the caller's copy, if any, was made at the call
   return OverlapReduce(schedule, {.rank_peak = PlannedPeak(model),
                                   .step_time = SimulatedStepTime(model)});
+}
+
+// Every rank's buffers, ranks side by side (each a pure function of the
+// schedule); the first failing rank's error, as rank order would give it.
+absl::StatusOr<std::vector<RankBuffers>> LifetimesOfEveryRank(const Schedule& s,
+                                                              const Model& model,
+                                                              const LifetimeOptions& options) {
+  std::vector<absl::StatusOr<RankBuffers>> planned(static_cast<size_t>(std::max(s.pp, 0)),
+                                                   absl::InternalError("not planned"));
+  ParallelFor(s.pp, /*threads=*/0,
+              [&](int r) { planned[r] = ComputeBufferLifetimes(s, model, r, options); });
+  std::vector<RankBuffers> buffers;
+  buffers.reserve(planned.size());
+  for (absl::StatusOr<RankBuffers>& b : planned) {
+    if (!b.ok()) return b.status();
+    buffers.push_back(*std::move(b));
+  }
+  return buffers;
 }
 
 bool HasTimes(const StageSpec& spec) {
@@ -78,13 +98,8 @@ RankPeakFunction PlannedPeak(const Model& model) {
 
 StepTimeFunction SimulatedStepTime(const Model& model) {
   return [model](const Schedule& s) -> absl::StatusOr<StepTime> {
-    std::vector<RankBuffers> buffers;
-    buffers.reserve(s.pp);
-    for (int r = 0; r < s.pp; ++r) {
-      ASSIGN_OR_RETURN(RankBuffers b,
-                       ComputeBufferLifetimes(s, model, r, {.policy = MemoryPolicy::kJit}));
-      buffers.push_back(std::move(b));
-    }
+    ASSIGN_OR_RETURN(std::vector<RankBuffers> buffers,
+                     LifetimesOfEveryRank(s, model, {.policy = MemoryPolicy::kJit}));
     ASSIGN_OR_RETURN(Executable executable, BuildExecutable(s, model, buffers));
     ASSIGN_OR_RETURN(SimulationResult sim, Simulate(s, executable, model));
     StepTime out{.makespan_us = sim.makespan_us, .rank_end_us = {}};
@@ -106,16 +121,12 @@ absl::StatusOr<Prediction> SimulatePlanned(Schedule lowered, const Model& model,
   return out;
 }
 
-absl::StatusOr<Prediction> Predict(const Schedule& schedule, const Model& model,
+absl::StatusOr<Prediction> Predict(Schedule schedule, const Model& model,
                                    const PredictOptions& options) {
-  ASSIGN_OR_RETURN(Schedule lowered, LowerForPrediction(schedule, model, options.overlap));
-  std::vector<RankBuffers> buffers;
-  buffers.reserve(lowered.pp);
-  for (int r = 0; r < lowered.pp; ++r) {
-    ASSIGN_OR_RETURN(RankBuffers b,
-                     ComputeBufferLifetimes(lowered, model, r, {.policy = options.policy}));
-    buffers.push_back(std::move(b));
-  }
+  ASSIGN_OR_RETURN(Schedule lowered,
+                   LowerForPrediction(std::move(schedule), model, options.overlap));
+  ASSIGN_OR_RETURN(std::vector<RankBuffers> buffers,
+                   LifetimesOfEveryRank(lowered, model, {.policy = options.policy}));
   return SimulatePlanned(std::move(lowered), model, buffers, options.record_timeline);
 }
 

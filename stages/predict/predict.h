@@ -44,7 +44,9 @@ struct Prediction {
 // Errors: those of Lower(), OverlapReduce() (FailedPrecondition for overlap
 // on a lowered program without REDUCE_GRAD), ComputeBufferLifetimes(),
 // BuildExecutable() and Simulate() (InvalidArgument for a deadlock).
-absl::StatusOr<Prediction> Predict(const Schedule& schedule, const Model& model,
+// `schedule` is taken by value: a caller done with a lowered schedule moves
+// it in, and it is simulated without a copy (Prediction::lowered).
+absl::StatusOr<Prediction> Predict(Schedule schedule, const Model& model,
                                    const PredictOptions& options = {});
 
 // The last steps of Predict() for a lowered schedule whose buffers are
