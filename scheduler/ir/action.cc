@@ -147,9 +147,7 @@ absl::StatusOr<Action> ParseSimple(Cursor& c) {
 // Files hold millions of actions: ParseAction tries this first.
 }  // namespace
 
-bool TryParseSimpleAction(absl::string_view text, Action* out) {
-  const char* p = text.data();
-  const char* const end = p + text.size();
+const char* ParseSimpleActionPrefix(const char* p, const char* const end, Action* out) {
   // A number without sign or leading zeros that fits in 31 bits.
   auto number = [&](int32_t* value) {
     if (p == end || *p < '0' || *p > '9') return false;
@@ -165,7 +163,7 @@ bool TryParseSimpleAction(absl::string_view text, Action* out) {
     return true;
   };
   int32_t stage = 0;
-  if (!number(&stage) || p == end) return false;
+  if (!number(&stage) || p == end) return nullptr;
   // The kind, by its first letter, longest name first as in
   // kSimpleKindsLongestFirst ("WAIT_SEND_F" before "W").
   auto is = [&](absl::string_view name) {
@@ -189,7 +187,7 @@ bool TryParseSimpleAction(absl::string_view text, Action* out) {
       }
       break;
     case 'S':
-      if (!is("SEND_F") && !is("SEND_B")) return false;
+      if (!is("SEND_F") && !is("SEND_B")) return nullptr;
       kind = p[5] == 'F' ? ActionKind::kSendF : ActionKind::kSendB;
       break;
     case 'R':
@@ -202,15 +200,15 @@ bool TryParseSimpleAction(absl::string_view text, Action* out) {
       } else if (is("REDUCE_GRAD")) {
         kind = ActionKind::kReduceGrad;
       } else {
-        return false;
+        return nullptr;
       }
       break;
     case 'U':
-      if (!is("UNSHARD")) return false;
+      if (!is("UNSHARD")) return nullptr;
       kind = ActionKind::kUnshard;
       break;
     default:
-      return false;
+      return nullptr;
   }
   if (kind != ActionKind::kForward && kind != ActionKind::kBackward &&
       kind != ActionKind::kBackwardInput && kind != ActionKind::kBackwardWeight) {
@@ -218,13 +216,20 @@ bool TryParseSimpleAction(absl::string_view text, Action* out) {
   }
   p += length;
   if (!HasMicrobatch(kind)) {
-    if (p != end) return false;
     *out = Action::StageWide(kind, stage);
-    return true;
+    return p;
   }
   int32_t microbatch = 0;
-  if (!number(&microbatch) || p != end) return false;
+  if (!number(&microbatch)) return nullptr;
   *out = Action::Make(kind, stage, microbatch);
+  return p;
+}
+
+bool TryParseSimpleAction(absl::string_view text, Action* out) {
+  const char* const end = text.data() + text.size();
+  Action parsed;
+  if (ParseSimpleActionPrefix(text.data(), end, &parsed) != end) return false;
+  *out = std::move(parsed);
   return true;
 }
 

@@ -205,6 +205,13 @@ absl::StatusOr<Action> ParseAction(absl::string_view text);
 // ParseAction then reads and explains.
 bool TryParseSimpleAction(absl::string_view text, Action* out);
 
+// The same at the start of [p, end): the simple action whose text starts at
+// p and ends where such text can end (after the microbatch's digits, or the
+// name of a kind without one), into *out; returns that end, or nullptr when
+// no simple action starts at p. A reader checks what follows (a JSON
+// reader: the closing quote), so text need not be delimited first.
+const char* ParseSimpleActionPrefix(const char* p, const char* end, Action* out);
+
 // Appends ToString()'s text to *out, without a temporary string (writers of
 // millions of actions: schedule_json.cc, schedule_csv.cc).
 void AppendActionText(const Action& action, std::string* out);

@@ -133,15 +133,14 @@ class Scanner {
       }
       if (c != '"') return false;
       ++p_;
-      // Most actions are simple ones, whose characters need no checking
-      // (TryParseSimpleAction takes none that JSON escapes); the others
-      // are checked and read by ParseAction.
-      const char* quote = p_;
-      while (quote < end_ && *quote != '"') ++quote;
-      if (quote == end_) return false;
+      // Most actions are simple ones, read in place up to their closing
+      // quote (their characters need no checking: a simple action holds
+      // none that JSON escapes); the others are checked and read by
+      // ParseAction.
       Action& action = program->emplace_back();
-      if (TryParseSimpleAction(absl::string_view(p_, static_cast<size_t>(quote - p_)), &action)) {
-        p_ = quote + 1;
+      if (const char* after = ParseSimpleActionPrefix(p_, end_, &action);
+          after != nullptr && after < end_ && *after == '"') {
+        p_ = after + 1;
         continue;
       }
       absl::string_view text;
