@@ -147,28 +147,46 @@ absl::StatusOr<Action> ParseSimple(Cursor& c) {
 // Files hold millions of actions: ParseAction tries this first.
 }  // namespace
 
-const char* ParseSimpleActionPrefix(const char* p, const char* const end, Action* out) {
-  // A number without sign or leading zeros that fits in 31 bits.
-  auto number = [&](int32_t* value) {
-    if (p == end || *p < '0' || *p > '9') return false;
-    if (*p == '0' && p + 1 < end && p[1] >= '0' && p[1] <= '9') return false;
-    int64_t v = 0;
-    int digits = 0;
-    while (p < end && *p >= '0' && *p <= '9') {
-      v = v * 10 + (*p++ - '0');
-      if (++digits > 10) return false;
+namespace {
+
+// Whether [p, p + left) starts with the literal (a fixed-size compare).
+template <size_t N>
+bool StartsWithLiteral(const char* p, size_t left, const char (&literal)[N]) {
+  return left >= N - 1 && std::memcmp(p, literal, N - 1) == 0;
+}
+
+// A number at *p without sign or leading zeros that fits in 31 bits (at
+// most 10 digits); *p moves past it.
+[[gnu::always_inline]] inline bool ReadNumber(const char*& p, const char* end, int32_t* value) {
+  const char* q = p;
+  if (q == end) return false;
+  unsigned digit = static_cast<unsigned char>(*q) - unsigned{'0'};
+  if (digit > 9) return false;
+  ++q;
+  uint64_t v = digit;
+  if (v != 0) {
+    const char* const limit = end - q > 9 ? q + 9 : end;
+    while (q < limit && (digit = static_cast<unsigned char>(*q) - unsigned{'0'}) <= 9) {
+      v = v * 10 + digit;
+      ++q;
     }
-    if (v > std::numeric_limits<int32_t>::max()) return false;
-    *value = static_cast<int32_t>(v);
-    return true;
-  };
+  }
+  // A digit after a leading zero, or an eleventh digit.
+  if (q < end && static_cast<unsigned char>(*q) - unsigned{'0'} <= 9) return false;
+  if (v > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) return false;
+  *value = static_cast<int32_t>(v);
+  p = q;
+  return true;
+}
+
+}  // namespace
+
+const char* ParseSimpleActionPrefix(const char* p, const char* const end, Action* out) {
   int32_t stage = 0;
-  if (!number(&stage) || p == end) return nullptr;
+  if (!ReadNumber(p, end, &stage) || p == end) return nullptr;
   // The kind, by its first letter, longest name first as in
   // kSimpleKindsLongestFirst ("WAIT_SEND_F" before "W").
-  auto is = [&](absl::string_view name) {
-    return static_cast<size_t>(end - p) >= name.size() && absl::string_view(p, name.size()) == name;
-  };
+  const size_t left = static_cast<size_t>(end - p);
   ActionKind kind;
   size_t length = 1;
   switch (*p) {
@@ -176,43 +194,44 @@ const char* ParseSimpleActionPrefix(const char* p, const char* const end, Action
     case 'B': kind = ActionKind::kBackward; break;
     case 'I': kind = ActionKind::kBackwardInput; break;
     case 'W':
-      if (is("WAIT_SEND_F")) {
-        kind = ActionKind::kWaitSendF;
-      } else if (is("WAIT_SEND_B")) {
-        kind = ActionKind::kWaitSendB;
-      } else if (is("WAIT_REDUCE_GRAD")) {
+      if (StartsWithLiteral(p, left, "WAIT_SEND_") && left >= 11 && (p[10] == 'F' || p[10] == 'B')) {
+        kind = p[10] == 'F' ? ActionKind::kWaitSendF : ActionKind::kWaitSendB;
+        length = 11;
+      } else if (StartsWithLiteral(p, left, "WAIT_REDUCE_GRAD")) {
         kind = ActionKind::kWaitReduceGrad;
+        length = 16;
       } else {
         kind = ActionKind::kBackwardWeight;
       }
       break;
     case 'S':
-      if (!is("SEND_F") && !is("SEND_B")) return nullptr;
+      if (!StartsWithLiteral(p, left, "SEND_") || left < 6 || (p[5] != 'F' && p[5] != 'B')) {
+        return nullptr;
+      }
       kind = p[5] == 'F' ? ActionKind::kSendF : ActionKind::kSendB;
+      length = 6;
       break;
     case 'R':
-      if (is("RECV_F")) {
-        kind = ActionKind::kRecvF;
-      } else if (is("RECV_B")) {
-        kind = ActionKind::kRecvB;
-      } else if (is("RESHARD")) {
+      if (StartsWithLiteral(p, left, "RECV_") && left >= 6 && (p[5] == 'F' || p[5] == 'B')) {
+        kind = p[5] == 'F' ? ActionKind::kRecvF : ActionKind::kRecvB;
+        length = 6;
+      } else if (StartsWithLiteral(p, left, "RESHARD")) {
         kind = ActionKind::kReshard;
-      } else if (is("REDUCE_GRAD")) {
+        length = 7;
+      } else if (StartsWithLiteral(p, left, "REDUCE_GRAD")) {
         kind = ActionKind::kReduceGrad;
+        length = 11;
       } else {
         return nullptr;
       }
       break;
     case 'U':
-      if (!is("UNSHARD")) return nullptr;
+      if (!StartsWithLiteral(p, left, "UNSHARD")) return nullptr;
       kind = ActionKind::kUnshard;
+      length = 7;
       break;
     default:
       return nullptr;
-  }
-  if (kind != ActionKind::kForward && kind != ActionKind::kBackward &&
-      kind != ActionKind::kBackwardInput && kind != ActionKind::kBackwardWeight) {
-    length = KindName(kind).size();
   }
   p += length;
   if (!HasMicrobatch(kind)) {
@@ -220,7 +239,7 @@ const char* ParseSimpleActionPrefix(const char* p, const char* const end, Action
     return p;
   }
   int32_t microbatch = 0;
-  if (!number(&microbatch)) return nullptr;
+  if (!ReadNumber(p, end, &microbatch)) return nullptr;
   *out = Action::Make(kind, stage, microbatch);
   return p;
 }

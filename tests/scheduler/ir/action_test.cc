@@ -210,5 +210,42 @@ TEST(ActionTest, ForEachComputePartVisitsSubActionsInOrder) {
   EXPECT_TRUE(seen.empty());
 }
 
+// The readers' fast path takes exactly the simple actions ParseAction
+// takes, with the same values, at the edges of its number rules; and, in
+// place, stops where the action's text ends.
+TEST(ActionTest, FastPathAgreesWithParseAction) {
+  for (const char* text :
+       {"0F0", "9B9", "10I10", "2147483647F0", "0F2147483647", "2147483648F0", "0F2147483648",
+        "1234567890W1", "12345678901W1", "0F01", "00F0", "0F00", "1F", "1", "F1", "3SEND_F4",
+        "3SEND_X4", "3SEND_F", "3RECV_B0", "3RECV_X0", "4RESHARD", "4RESHARDX", "4REDUCE_GRAD",
+        "4REDUCE_GRAD0", "5UNSHARD", "5UNSHARE", "6WAIT_SEND_F7", "6WAIT_SEND_B7",
+        "6WAIT_SEND_X7", "6WAIT_REDUCE_GRAD", "6WAIT_REDUCE_GRAD1", "6W7", "6WA", " 1F0",
+        "(1F0;2B0)OVERLAP_F_B"}) {
+    SCOPED_TRACE(text);
+    absl::StatusOr<Action> exact = ParseAction(text);
+    Action fast;
+    const bool taken = TryParseSimpleAction(text, &fast);
+    if (taken) {
+      ASSERT_TRUE(exact.ok()) << exact.status();
+      EXPECT_EQ(fast, *exact);
+    } else {
+      // Not simple: whitespace, a compound, or an error ParseAction explains.
+      EXPECT_TRUE(!exact.ok() || exact->is_compound() || absl::string_view(text)[0] == ' ');
+    }
+  }
+  const std::string json = "12SEND_B34\", \"5RESHARD\"";
+  Action a;
+  const char* end = json.data() + json.size();
+  const char* after = ParseSimpleActionPrefix(json.data(), end, &a);
+  ASSERT_NE(after, nullptr);
+  EXPECT_EQ(after - json.data(), 10);
+  EXPECT_EQ(a, Action::Make(ActionKind::kSendB, 12, 34));
+  after = ParseSimpleActionPrefix(json.data() + 14, end, &a);
+  ASSERT_NE(after, nullptr);
+  EXPECT_EQ(*after, '"');
+  EXPECT_EQ(a, Action::StageWide(ActionKind::kReshard, 5));
+  EXPECT_EQ(ParseSimpleActionPrefix(json.data() + 10, end, &a), nullptr);  // at the quote
+}
+
 }  // namespace
 }  // namespace jitpipe::action_test
