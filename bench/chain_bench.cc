@@ -3,6 +3,7 @@
 // time), validate, plan every rank (jit, with the arena) and simulate one
 // step, interleaved 1F1B pp 128 v 4 m 1024 (target 1 s), with the example
 // model and with every stage's sizes its own (the arena's hardest case).
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -33,10 +34,11 @@ void BM_Chain(benchmark::State& state, Size size, bool distinct, double target_m
     const Model model = distinct ? DistinctModel(lowered->num_stages()) : ExampleModel();
     absl::StatusOr<std::vector<RankMemoryPlan>> plans = PlanMemory(*lowered, model, {});
     if (!CheckOk(state, plans.status())) break;
-    absl::StatusOr<Prediction> prediction = Predict(*lowered, model);
+    // The lowered schedule's last use: moved in, as `jitpipe simulate` does.
+    absl::StatusOr<Prediction> prediction = Predict(*std::move(lowered), model);
     if (!CheckOk(state, prediction.status())) break;
     benchmark::DoNotOptimize(prediction->simulation.makespan_us);
-    actions = static_cast<int64_t>(lowered->TotalActions());
+    actions = static_cast<int64_t>(prediction->lowered.TotalActions());
   }
   Report(state, absl::StrCat(size.Label(), distinct ? ", distinct model" : ", example model"),
          size.Items(), actions, target_ms);
