@@ -13,7 +13,13 @@
 #ifndef JITPIPE_BASE_PARALLEL_FOR_H_
 #define JITPIPE_BASE_PARALLEL_FOR_H_
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace jitpipe {
 
@@ -21,6 +27,24 @@ namespace jitpipe {
 int DefaultThreads();
 
 void ParallelFor(int n, int threads, absl::FunctionRef<void(int)> body);
+
+// body(i) for every i in [0, n) as ParallelFor runs them, the results in
+// index order; or the error of the lowest i that failed, which is what a
+// loop in index order would have returned (the other calls still run).
+template <typename T>
+absl::StatusOr<std::vector<T>> ParallelMap(int n, int threads,
+                                           absl::FunctionRef<absl::StatusOr<T>(int)> body) {
+  std::vector<absl::StatusOr<T>> slots(static_cast<size_t>(std::max(n, 0)),
+                                       absl::InternalError("not run"));
+  ParallelFor(n, threads, [&](int i) { slots[i] = body(i); });
+  std::vector<T> out;
+  out.reserve(slots.size());
+  for (absl::StatusOr<T>& slot : slots) {
+    if (!slot.ok()) return slot.status();
+    out.push_back(*std::move(slot));
+  }
+  return out;
+}
 
 }  // namespace jitpipe
 

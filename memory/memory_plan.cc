@@ -190,19 +190,9 @@ absl::StatusOr<std::vector<RankMemoryPlan>> PlanMemory(const Schedule& schedule,
   RETURN_IF_ERROR(ValidatePlanOptions(options));
   RETURN_IF_ERROR(ValidateHeader(schedule));
   const ProgramIndex index = ProgramIndex::Build(schedule);
-  // One slot per rank, each written by the one thread that plans it.
-  std::vector<absl::StatusOr<RankMemoryPlan>> planned(
-      static_cast<size_t>(std::max(schedule.pp, 0)), absl::InternalError("not planned"));
-  ParallelFor(schedule.pp, threads, [&](int rank) {
-    planned[rank] = PlanIndexedRank(schedule, index, model, rank, options);
+  return ParallelMap<RankMemoryPlan>(schedule.pp, threads, [&](int rank) {
+    return PlanIndexedRank(schedule, index, model, rank, options);
   });
-  std::vector<RankMemoryPlan> plans;
-  plans.reserve(planned.size());
-  for (absl::StatusOr<RankMemoryPlan>& plan : planned) {
-    if (!plan.ok()) return plan.status();
-    plans.push_back(*std::move(plan));
-  }
-  return plans;
 }
 
 std::string MemoryMap(const RankMemoryPlan& plan, const RankProgram& program, int columns,

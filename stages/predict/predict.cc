@@ -51,17 +51,9 @@ absl::StatusOr<Schedule> LowerForPrediction(Schedule schedule, const Model& mode
 absl::StatusOr<std::vector<RankBuffers>> LifetimesOfEveryRank(const Schedule& s,
                                                               const Model& model,
                                                               const LifetimeOptions& options) {
-  std::vector<absl::StatusOr<RankBuffers>> planned(static_cast<size_t>(std::max(s.pp, 0)),
-                                                   absl::InternalError("not planned"));
-  ParallelFor(s.pp, /*threads=*/0,
-              [&](int r) { planned[r] = ComputeBufferLifetimes(s, model, r, options); });
-  std::vector<RankBuffers> buffers;
-  buffers.reserve(planned.size());
-  for (absl::StatusOr<RankBuffers>& b : planned) {
-    if (!b.ok()) return b.status();
-    buffers.push_back(*std::move(b));
-  }
-  return buffers;
+  return ParallelMap<RankBuffers>(s.pp, /*threads=*/0, [&](int r) {
+    return ComputeBufferLifetimes(s, model, r, options);
+  });
 }
 
 bool HasTimes(const StageSpec& spec) {

@@ -99,18 +99,12 @@ absl::StatusOr<PyTorchMemory> PlanPyTorchMemory(const Schedule& lowered, const M
     budgeted = at_budget.status();
   }
   if (!budgeted.ok()) out.budget_error = std::string(budgeted.status().message());
-  // Ranks side by side, each into its own slot; the first failing rank's
-  // error, as rank order would give it.
-  std::vector<absl::StatusOr<PyTorchMemoryRank>> ranks(
-      static_cast<size_t>(lowered.pp), absl::InternalError("not planned"));
-  ParallelFor(lowered.pp, options.threads, [&](int r) {
-    ranks[r] = PlanRank(base, waits, budgeted, model, r);
-  });
-  out.ranks.reserve(ranks.size());
-  for (absl::StatusOr<PyTorchMemoryRank>& rank : ranks) {
-    if (!rank.ok()) return rank.status();
-    out.ranks.push_back(*std::move(rank));
-  }
+  // Ranks side by side; the first failing rank's error, as rank order
+  // would give it.
+  ASSIGN_OR_RETURN(out.ranks,
+                   ParallelMap<PyTorchMemoryRank>(lowered.pp, options.threads, [&](int r) {
+                     return PlanRank(base, waits, budgeted, model, r);
+                   }));
   return out;
 }
 

@@ -6,6 +6,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
@@ -70,6 +72,37 @@ TEST(ParallelForConcurrencyTest, RunsCallsSideBySide) {
 }
 
 TEST(ParallelForConcurrencyTest, DefaultThreadsIsAtLeastOne) { EXPECT_GE(DefaultThreads(), 1); }
+
+TEST(ParallelMapTest, KeepsIndexOrder) {
+  for (int threads : {1, 3, 8}) {
+    absl::StatusOr<std::vector<int>> squares =
+        ParallelMap<int>(50, threads, [](int i) -> absl::StatusOr<int> { return i * i; });
+    ASSERT_TRUE(squares.ok()) << squares.status();
+    ASSERT_EQ(squares->size(), 50u);
+    for (int i = 0; i < 50; ++i) EXPECT_EQ((*squares)[i], i * i);
+  }
+  absl::StatusOr<std::vector<int>> none =
+      ParallelMap<int>(0, 2, [](int) -> absl::StatusOr<int> { return 1; });
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+// Whichever thread fails first in time, the error is the lowest index's,
+// as a loop in index order would return it; every call still runs.
+TEST(ParallelMapTest, ReturnsTheLowestFailingIndexsError) {
+  for (int threads : {1, 2, 4}) {
+    std::atomic<int> calls{0};
+    absl::StatusOr<std::vector<int>> out =
+        ParallelMap<int>(40, threads, [&](int i) -> absl::StatusOr<int> {
+          ++calls;
+          if (i % 7 == 3) return absl::InvalidArgumentError(absl::StrCat("index ", i));
+          return i;
+        });
+    EXPECT_EQ(calls.load(), 40);
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().message(), "index 3");
+  }
+}
 
 }  // namespace
 }  // namespace jitpipe::parallel_for_test
