@@ -71,9 +71,10 @@ int64_t OccupancyTree::BestFit(int start, int end, int64_t bytes) {
   if (start != walk_start_ || end != walk_end_) Walk(start, end);
   candidates_[0] = Range{0, kNoEnd};
   num_candidates_ = 1;
+  // The sets are scattered over nodes_ and pool_: start every load at once.
+  for (const int entry : walk_) __builtin_prefetch(&SetOf(entry));
   for (const int entry : walk_) {
-    Node& node = nodes_[entry >> 1];
-    RangeSet& set = (entry & 1) ? node.within : node.cover;
+    RangeSet& set = SetOf(entry);
     if (set.size > 0) Subtract(Data(set), static_cast<int>(set.size));
   }
   // Every candidate but the last fits; take the smallest, the lowest on a tie.
@@ -177,14 +178,28 @@ bool OccupancyTree::Insert(RangeSet& set, Range range) {
   return true;
 }
 
-// Doubles the capacity; the first spill holds the inline ranges.
+// Doubles the capacity, moving the ranges to a block of pool_ and the old
+// block, if any, to the free list.
 void OccupancyTree::Grow(RangeSet& set) {
-  if (set.spill == kNoSpill) {
-    set.spill = static_cast<uint32_t>(spills_.size());
-    spills_.emplace_back(set.inline_ranges, set.inline_ranges + set.size);
+  const size_t capacity = Capacity(set);
+  const uint32_t block = Allocate(2 * capacity);
+  const Range* from = Data(set);  // after Allocate, which may move pool_
+  std::copy(from, from + set.size, &pool_[block + 1]);
+  if (set.spill != kNoSpill) free_[std::countr_zero(capacity)].push_back(set.spill);
+  set.spill = block;
+}
+
+uint32_t OccupancyTree::Allocate(size_t capacity) {
+  std::vector<uint32_t>& free = free_[std::countr_zero(capacity)];
+  if (!free.empty()) {
+    const uint32_t block = free.back();
+    free.pop_back();
+    return block;
   }
-  std::vector<Range>& spill = spills_[set.spill];
-  spill.resize(2 * std::max<size_t>(spill.size(), kInline));
+  const uint32_t block = static_cast<uint32_t>(pool_.size());
+  pool_.resize(pool_.size() + 1 + capacity);
+  pool_[block].lo = static_cast<Unit>(capacity);
+  return block;
 }
 
 }  // namespace jitpipe

@@ -23,8 +23,9 @@
 // piece that does not fit only shrinks). What is left are exactly the
 // maximal gaps of the union that fit, and [top, infinity). Merged ranges and
 // fitting pieces stay few where the packing is tight, which keeps queries
-// cheap; the sets live inline in the nodes (small ones) so a query touches
-// about one cache line per node.
+// cheap; the sets live inline in the nodes (small ones; larger ones in
+// blocks of one pool, reused as sets grow) so a query touches about one
+// cache line per node, and it prefetches them all before the first cut.
 //
 // Byte ranges are kept in units of the alignment, their ends rounded up: a
 // range ends where the next aligned offset could start, which is all a gap's
@@ -74,7 +75,8 @@ class OccupancyTree {
     Unit hi;  // exclusive
   };
   // Sorted by lo, disjoint, not touching. Up to kInline ranges in place,
-  // more in spills_[spill] (whose size is the capacity).
+  // more in a block of pool_: pool_[spill].lo is the block's capacity, its
+  // ranges follow.
   static constexpr uint32_t kInline = 2;
   static constexpr uint32_t kNoSpill = UINT32_MAX;
   struct RangeSet {
@@ -88,22 +90,34 @@ class OccupancyTree {
   };
 
   Range* Data(RangeSet& set) {
-    return set.spill == kNoSpill ? set.inline_ranges : spills_[set.spill].data();
+    return set.spill == kNoSpill ? set.inline_ranges : &pool_[set.spill + 1];
   }
   size_t Capacity(const RangeSet& set) const {
-    return set.spill == kNoSpill ? kInline : spills_[set.spill].size();
+    return set.spill == kNoSpill ? kInline : static_cast<size_t>(pool_[set.spill].lo);
+  }
+  // The set a walk entry names.
+  RangeSet& SetOf(int entry) {
+    Node& node = nodes_[entry >> 1];
+    return (entry & 1) ? node.within : node.cover;
   }
   void Walk(int start, int end);
   void Subtract(const Range* ranges, int count);
   // Adds `range` to `set`; false when the set already held all of it.
   bool Insert(RangeSet& set, Range range);
   void Grow(RangeSet& set);
+  // A block of pool_ for `capacity` ranges (a power of two): a freed one if
+  // any, else new at the end (which may move pool_).
+  uint32_t Allocate(size_t capacity);
 
   int num_times_;
   int leaves_;  // a power of two >= num_times_
   int64_t alignment_;
   std::vector<Node> nodes_;  // heap order: node k has children 2k and 2k+1
-  std::vector<std::vector<Range>> spills_;
+  // The spilled sets' blocks; free_[k]: the offsets of freed blocks of
+  // capacity 2^k, reused by sets that grow to it. Blocks stay with their
+  // sets through Clear().
+  std::vector<Range> pool_;
+  std::vector<uint32_t> free_[32];
   // The last walk: nodes over [walk_start_, walk_end_], each as
   // 2 * node + (1 if it tiles the window, 0 if it straddles an end): the
   // chain straddling the left end bottom-up (left_chain_ nodes), the one

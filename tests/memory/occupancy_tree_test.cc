@@ -44,5 +44,21 @@ TEST(OccupancyTreeTest, CountsIntervalsStoredHigherUpTheTree) {
   EXPECT_EQ(tree.BestFit(0, 15, 64), 128);
 }
 
+TEST(OccupancyTreeTest, ManyRangesInOneSetSurviveGrowthAndClear) {
+  // 40 ranges at time 0, every other 64 bytes: one set grows from its
+  // inline ranges through several spilled capacities. After Clear() the
+  // set starts empty, and grows again in the blocks it kept.
+  OccupancyTree tree(1, 64);
+  for (int round = 0; round < 2; ++round) {
+    for (int64_t k = 39; k >= 0; --k) tree.Occupy(0, 0, 128 * k, 64);  // in front each time
+    EXPECT_EQ(tree.BestFit(0, 0, 64), 64) << round;          // the lowest exact fit
+    EXPECT_EQ(tree.BestFit(0, 0, 65), 128 * 40 - 64) << round;  // above everything
+    tree.Occupy(0, 0, 64, 64);  // joins the first two ranges into one
+    EXPECT_EQ(tree.BestFit(0, 0, 64), 192) << round;
+    tree.Clear();
+    EXPECT_EQ(tree.BestFit(0, 0, 64), 0) << round;
+  }
+}
+
 }  // namespace
 }  // namespace jitpipe::occupancy_tree_test
