@@ -25,7 +25,7 @@ absl::StatusOr<Evaluation> EvaluateSchedule(const Schedule& compute_only, const 
   out.memory = RankMemoriesFromBuffers(lowered, model, training, buffers);
   out.fits = out.memory.fits();
   if (!out.fits && !simulate_if_over) return out;
-  ASSIGN_OR_RETURN(Prediction p, SimulatePlanned(std::move(lowered), model, buffers, false));
+  ASSIGN_OR_RETURN(Prediction p, SimulatePlanned(std::move(lowered), model, std::move(buffers), false));
   out.makespan_us = p.simulation.makespan_us;
   out.simulation = std::move(p.simulation);
   return out;

@@ -312,7 +312,7 @@ int RunPlan(const Command& command, const Invocation& invocation) {
     }
   }
   if (simulated_trace) {
-    absl::StatusOr<Prediction> p = SimulatePlanned(*schedule, *model, buffers, true);
+    absl::StatusOr<Prediction> p = SimulatePlanned(*schedule, *model, std::move(buffers), true);
     if (!p.ok()) {
       return Fail(command, absl::Status(p.status().code(),
                                         absl::StrCat(path, ": ", p.status().message())));

@@ -101,13 +101,14 @@ StepTimeFunction SimulatedStepTime(const Model& model) {
 }
 
 absl::StatusOr<Prediction> SimulatePlanned(Schedule lowered, const Model& model,
-                                           const std::vector<RankBuffers>& buffers,
+                                           std::vector<RankBuffers> buffers,
                                            bool record_timeline) {
   Prediction out;
   out.lowered = std::move(lowered);
   out.reductions_modelled =
       model.dp.size <= 1 || HasAnyKind(out.lowered, {ActionKind::kReduceGrad});
   ASSIGN_OR_RETURN(out.executable, BuildExecutable(out.lowered, model, buffers));
+  buffers = {};  // the executable has what the simulation needs
   ASSIGN_OR_RETURN(out.simulation, Simulate(out.lowered, out.executable, model,
                                             {.record_timeline = record_timeline}));
   return out;
@@ -119,7 +120,7 @@ absl::StatusOr<Prediction> Predict(Schedule schedule, const Model& model,
                    LowerForPrediction(std::move(schedule), model, options.overlap));
   ASSIGN_OR_RETURN(std::vector<RankBuffers> buffers,
                    LifetimesOfEveryRank(lowered, model, {.policy = options.policy}));
-  return SimulatePlanned(std::move(lowered), model, buffers, options.record_timeline);
+  return SimulatePlanned(std::move(lowered), model, std::move(buffers), options.record_timeline);
 }
 
 }  // namespace jitpipe

@@ -52,10 +52,13 @@ absl::StatusOr<Prediction> Predict(Schedule schedule, const Model& model,
 // The last steps of Predict() for a lowered schedule whose buffers are
 // planned already (`buffers[r]` from ComputeBufferLifetimes for rank r, any
 // policy): BuildExecutable and Simulate. reductions_modelled as in Predict.
+// The buffers are taken by value and released once the executable holds
+// what it needs of them, before the simulation (a caller done with them
+// moves them in: at pp 128 they are over 100 MB).
 // Errors: those of BuildExecutable() and Simulate().
 // REQUIRES: buffers.size() == lowered.pp.
 absl::StatusOr<Prediction> SimulatePlanned(Schedule lowered, const Model& model,
-                                           const std::vector<RankBuffers>& buffers,
+                                           std::vector<RankBuffers> buffers,
                                            bool record_timeline);
 
 // Whether the model gives any compute time (forward, backward, overlap; in
