@@ -4,6 +4,14 @@
 // step, interleaved 1F1B pp 128 v 4 m 1024 (target 1 s), with the example
 // model and with every stage's sizes its own (the arena's hardest case);
 // and what first touching that much fresh memory costs on this machine.
+//
+// As the CLI runs it: the process uses the CLI's heap policy
+// (base/process_heap.h: freed memory kept, the heap advised for huge pages),
+// and each step's results are dropped once the next step has what it needs,
+// as each CLI process's memory goes when it exits. Memory first touched
+// costs 0.3-0.9 GB/s on this VM (BM_FirstTouch), so what a step can reuse
+// from the one before is most of the difference: the same chain with
+// glibc's defaults and every step's results held took 2.3-2.5 s.
 #include <sys/mman.h>
 
 #include <cstring>
@@ -11,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/process_heap.h"
 #include "bench/bench_support.h"
 #include "benchmark/benchmark.h"
 #include "memory/memory_plan.h"
@@ -26,18 +35,26 @@ constexpr double kChainTargetMs = 1000;
 
 void BM_Chain(benchmark::State& state, Size size, bool distinct, double target_ms) {
   int64_t actions = 0;
+  static const bool heap = UseLargeProgramHeap(size_t{1} << 30);  // as tools/main.cc
+  benchmark::DoNotOptimize(heap);
   for (auto _ : state) {
-    absl::StatusOr<Schedule> generated = Generate({.schedule = size.schedule,
-                                                   .pp = size.pp,
-                                                   .microbatches = size.microbatches,
-                                                   .stages_per_rank = size.stages_per_rank});
-    if (!CheckOk(state, generated.status())) break;
-    absl::StatusOr<Schedule> lowered = Lower(*generated);
+    absl::StatusOr<Schedule> lowered = absl::UnknownError("not lowered");
+    {
+      absl::StatusOr<Schedule> generated = Generate({.schedule = size.schedule,
+                                                     .pp = size.pp,
+                                                     .microbatches = size.microbatches,
+                                                     .stages_per_rank = size.stages_per_rank});
+      if (!CheckOk(state, generated.status())) break;
+      lowered = Lower(*generated);
+    }
     if (!CheckOk(state, lowered.status())) break;
     if (!CheckOk(state, Validate(*lowered))) break;
     const Model model = distinct ? DistinctModel(lowered->num_stages()) : ExampleModel();
-    absl::StatusOr<std::vector<RankMemoryPlan>> plans = PlanMemory(*lowered, model, {});
-    if (!CheckOk(state, plans.status())) break;
+    {
+      absl::StatusOr<std::vector<RankMemoryPlan>> plans = PlanMemory(*lowered, model, {});
+      if (!CheckOk(state, plans.status())) break;
+      benchmark::DoNotOptimize(plans->front().arena.arena_bytes);
+    }
     // The lowered schedule's last use: moved in, as `jitpipe simulate` does.
     absl::StatusOr<Prediction> prediction = Predict(*std::move(lowered), model);
     if (!CheckOk(state, prediction.status())) break;
