@@ -26,7 +26,10 @@ namespace jitpipe {
 // main heap for every thread (one arena), never trims it, and grows it by `reserve_bytes` (<= 2 GiB) of
 // address space advised for huge pages (no memory is touched: pages are
 // faulted in, 2 MiB at a time where the kernel has them, as allocations
-// use them). Best effort: any step the system refuses is skipped.
+// use them). The heap below its first 2 MiB boundary, which cannot be a
+// huge page, is taken out of use (held for the process's life) so that
+// what is allocated next lies in the advised range. Best effort: any step
+// the system refuses is skipped.
 // Returns whether the allocator took the policy (false under a sanitizer
 // or when glibc refused its thresholds).
 bool UseLargeProgramHeap(size_t reserve_bytes);
