@@ -18,7 +18,6 @@
 #include "scheduler/ir/model_file.h"
 #include "base/byte_units.h"
 #include "scheduler/ir/schedule_io.h"
-#include "scheduler/ir/schedule_json.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 
@@ -80,7 +79,7 @@ int RunAuto(const Command& command, const std::string& out) {
   }
   const std::string explanation = result->Explain();
   if (out.empty()) {
-    std::fputs(ScheduleToJson(result->schedule).c_str(), stdout);
+    PrintScheduleJson(result->schedule);
     std::fputs(explanation.c_str(), stderr);
     return kExitOk;
   }
@@ -133,7 +132,7 @@ int RunGenerate(const Command& command, const Invocation& invocation) {
                 .stages_per_rank = absl::GetFlag(FLAGS_stages_per_rank)});
   if (!schedule.ok()) return Fail(command, schedule.status());
   if (out.empty()) {
-    std::fputs(ScheduleToJson(*schedule).c_str(), stdout);
+    PrintScheduleJson(*schedule);
     return kExitOk;
   }
   if (absl::Status saved = SaveSchedule(out, *schedule); !saved.ok()) {

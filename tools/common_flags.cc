@@ -1,7 +1,10 @@
 #include "tools/common_flags.h"
 
+#include <cstdio>
+
 #include "absl/flags/flag.h"
 #include "scheduler/ir/schedule_io.h"
+#include "scheduler/ir/schedule_json.h"
 
 ABSL_FLAG(std::string, output, "", "write the result to this file (.json or .csv)");
 ABSL_FLAG(bool, json, false, "print the result as JSON");
@@ -19,6 +22,12 @@ absl::StatusOr<Schedule> LoadInputSchedule(const std::string& path) {
   CsvReadOptions options;
   options.legacy_backward_names = absl::GetFlag(FLAGS_legacy_names);
   return LoadSchedule(path, options);
+}
+
+void PrintScheduleJson(const Schedule& schedule) {
+  WriteScheduleJson(schedule, [](absl::string_view piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+  });
 }
 
 }  // namespace jitpipe::cli

@@ -20,6 +20,9 @@ namespace jitpipe::cli {
 // Loads the schedule at `path` (JSON or CSV), honouring --legacy_names.
 absl::StatusOr<Schedule> LoadInputSchedule(const std::string& path);
 
+// Writes the schedule's JSON to stdout, streamed (never whole in memory).
+void PrintScheduleJson(const Schedule& schedule);
+
 }  // namespace jitpipe::cli
 
 #endif  // JITPIPE_TOOLS_COMMON_FLAGS_H_

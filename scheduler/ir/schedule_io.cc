@@ -43,9 +43,13 @@ absl::StatusOr<Schedule> LoadSchedule(const std::string& path,
 
 absl::Status SaveSchedule(const std::string& path, const Schedule& schedule) {
   ASSIGN_OR_RETURN(ScheduleFileFormat format, FormatForOutput(path));
-  return WriteFileAtomically(path, format == ScheduleFileFormat::kJson
-                                       ? ScheduleToJson(schedule)
-                                       : ScheduleToCsv(schedule));
+  if (format == ScheduleFileFormat::kCsv) {
+    return WriteFileAtomically(path, ScheduleToCsv(schedule));
+  }
+  // Streamed: the document is never whole in memory.
+  ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path));
+  WriteScheduleJson(schedule, [&file](absl::string_view piece) { file.Write(piece); });
+  return file.Commit();
 }
 
 }  // namespace jitpipe

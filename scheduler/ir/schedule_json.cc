@@ -284,15 +284,15 @@ absl::StatusOr<Schedule> FromDocument(const nlohmann::json& doc,
   return ResolveHeader(std::move(s), written);
 }
 
-// Through a buffer: one append per few thousand actions rather than four
-// per action (the writer's cost was those appends' checks).
-void AppendProgram(std::string& out, const RankProgram& program) {
+// Through a buffer: one hand-over per few thousand actions rather than four
+// appends per action (the writer's cost was those appends' checks).
+void WriteProgram(const RankProgram& program, absl::FunctionRef<void(absl::string_view)> sink) {
   char buffer[1 << 14];
   char* p = buffer;
   // Room after `full` for a separator, the quotes and a simple action.
   const char* const full = buffer + sizeof(buffer) - (kMaxSimpleActionText + 8);
   auto flush = [&] {
-    out.append(buffer, static_cast<size_t>(p - buffer));
+    sink(absl::string_view(buffer, static_cast<size_t>(p - buffer)));
     p = buffer;
   };
   *p++ = '[';
@@ -313,7 +313,7 @@ void AppendProgram(std::string& out, const RankProgram& program) {
       p = end;
     } else {
       flush();
-      AppendActionText(action, &out);
+      sink(action.ToString());
     }
     *p++ = '"';
   }
@@ -337,28 +337,34 @@ absl::StatusOr<Schedule> ParseScheduleJson(absl::string_view text) {
   return FromDocument(doc, nullptr);
 }
 
+void WriteScheduleJson(const Schedule& s, absl::FunctionRef<void(absl::string_view)> sink) {
+  std::string header = absl::StrCat("{\"format\": \"", kScheduleFormat, "\", \"version\": ",
+                                    kScheduleVersion, ", \"schedule\": ", JsonQuote(s.name), ",\n");
+  absl::StrAppend(&header, " \"pp\": ", s.pp, ", \"stages_per_rank\": ", s.stages_per_rank,
+                  ", \"microbatches\": ", s.microbatches);
+  if (s.chains != 1) absl::StrAppend(&header, ", \"chains\": ", s.chains);
+  absl::StrAppend(&header, ", \"placement\": \"", PlacementName(s.placement), "\",\n");
+  header += " \"stage_to_rank\": [";
+  for (size_t i = 0; i < s.stage_to_rank.size(); ++i) {
+    absl::StrAppend(&header, i > 0 ? ", " : "", s.stage_to_rank[i]);
+  }
+  absl::StrAppend(&header, "], \"lowered\": ", s.lowered ? "true" : "false",
+                  ",\n \"ranks\": [\n");
+  sink(header);
+  for (size_t r = 0; r < s.ranks.size(); ++r) {
+    sink("  ");
+    WriteProgram(s.ranks[r], sink);
+    sink(r + 1 < s.ranks.size() ? ",\n" : "\n");
+  }
+  sink(" ]}\n");
+}
+
 std::string ScheduleToJson(const Schedule& s) {
   std::string out;
   // Lowered actions take 10 to 16 bytes ("12SEND_F345", quotes, ", ");
   // capacity never written is never touched.
   out.reserve(256 + s.stage_to_rank.size() * 6 + s.TotalActions() * 16);
-  absl::StrAppend(&out, "{\"format\": \"", kScheduleFormat, "\", \"version\": ",
-                  kScheduleVersion, ", \"schedule\": ", JsonQuote(s.name), ",\n");
-  absl::StrAppend(&out, " \"pp\": ", s.pp, ", \"stages_per_rank\": ", s.stages_per_rank,
-                  ", \"microbatches\": ", s.microbatches);
-  if (s.chains != 1) absl::StrAppend(&out, ", \"chains\": ", s.chains);
-  absl::StrAppend(&out, ", \"placement\": \"", PlacementName(s.placement), "\",\n");
-  out += " \"stage_to_rank\": [";
-  for (size_t i = 0; i < s.stage_to_rank.size(); ++i) {
-    absl::StrAppend(&out, i > 0 ? ", " : "", s.stage_to_rank[i]);
-  }
-  absl::StrAppend(&out, "], \"lowered\": ", s.lowered ? "true" : "false", ",\n \"ranks\": [\n");
-  for (size_t r = 0; r < s.ranks.size(); ++r) {
-    out += "  ";
-    AppendProgram(out, s.ranks[r]);
-    out += r + 1 < s.ranks.size() ? ",\n" : "\n";
-  }
-  out += " ]}\n";
+  WriteScheduleJson(s, [&out](absl::string_view piece) { out.append(piece.data(), piece.size()); });
   return out;
 }
 

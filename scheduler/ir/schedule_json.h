@@ -15,6 +15,7 @@
 #define JITPIPE_SCHEDULER_IR_SCHEDULE_JSON_H_
 
 #include <string>
+#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
@@ -45,6 +46,12 @@ absl::StatusOr<Schedule> ParseScheduleJson(absl::string_view text);
 
 // Serialises a schedule: the header on the first lines, one line per rank.
 std::string ScheduleToJson(const Schedule& schedule);
+
+// The same bytes, handed to `sink` in pieces of at most a few tens of KiB and
+// in order, so that a file is written without the whole document in memory
+// (at pp 128 a lowered document is 75 MB of fresh pages: issue 19).
+void WriteScheduleJson(const Schedule& schedule,
+                       absl::FunctionRef<void(absl::string_view)> sink);
 
 }  // namespace jitpipe
 
