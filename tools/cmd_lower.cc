@@ -1,16 +1,21 @@
 // jitpipe lower FILE: a compute-only schedule to a lowered one.
+// jitpipe lower --schedule NAME --pp P --microbatches M [--stages-per-rank V]:
+// a built-in schedule, generated and lowered in one process.
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
+#include "scheduler/generators/generate.h"
 #include "scheduler/ir/format_grid.h"
 #include "scheduler/ir/schedule_io.h"
-#include "scheduler/ir/schedule_json.h"
 #include "scheduler/passes/lower.h"
 #include "stages/predict/predict.h"
 #include "tools/commands.h"
@@ -43,6 +48,10 @@ ABSL_FLAG(int, send_budget, 0,
           "hold at most K sent buffers per rank, adding WAIT_SEND_F/B where a receive is "
           "known posted (PyTorch's _add_wait_send_budget); 0: no budget");
 ABSL_DECLARE_FLAG(std::string, comms);  // tools/cmd_validate.cc
+ABSL_DECLARE_FLAG(std::string, schedule);  // tools/cmd_generate.cc
+ABSL_DECLARE_FLAG(int, pp);
+ABSL_DECLARE_FLAG(int, microbatches);
+ABSL_DECLARE_FLAG(int, stages_per_rank);
 ABSL_FLAG(std::string, dump_after, "",
           "print the step x rank grid of the program after this pass to stderr");
 
@@ -128,6 +137,63 @@ absl::StatusOr<LowerOptions> OptionsFromFlags() {
   return options;
 }
 
+// What lower lowers: FILE, or a built-in schedule generated here (the
+// program `generate` writes, without the file in between or a second
+// process). `label` starts the lowering's error messages: the path, or the
+// schedule's name.
+struct LowerInput {
+  Schedule schedule;
+  std::string label;
+};
+
+constexpr const char* kGeneratorFlags[] = {"schedule", "pp", "microbatches", "stages_per_rank"};
+
+// The input; on failure the exit status, with the message printed.
+std::variant<LowerInput, int> InputOf(const Command& command, const Invocation& invocation) {
+  const bool generated = invocation.IsSet("schedule");
+  if (!invocation.positional.empty()) {
+    for (const char* flag : kGeneratorFlags) {
+      if (invocation.IsSet(flag)) {
+        return UsageError(command, "give FILE or --schedule NAME --pp P --microbatches M, "
+                                   "not both");
+      }
+    }
+    const std::string& path = invocation.positional[0];
+    absl::StatusOr<Schedule> schedule = LoadInputSchedule(path);
+    if (!schedule.ok()) return Fail(command, schedule.status());
+    return LowerInput{*std::move(schedule), path};
+  }
+  if (!generated) {
+    for (const char* flag : kGeneratorFlags) {
+      if (invocation.IsSet(flag)) {
+        return UsageError(command, "--pp, --microbatches and --stages-per-rank go with --schedule");
+      }
+    }
+    return UsageError(command, absl::StrCat("missing argument; usage: jitpipe ",
+                                            command.synopsis));
+  }
+  for (absl::string_view flag : {"pp", "microbatches"}) {
+    if (!invocation.IsSet(flag)) {
+      return UsageError(command, absl::StrCat("--schedule needs --", flag));
+    }
+  }
+  const std::string name = absl::GetFlag(FLAGS_schedule);
+  if (absl::AsciiStrToLower(name) == "auto") {
+    return UsageError(command, "--schedule auto searches with a model: run `jitpipe generate "
+                               "--schedule auto --model MODEL -o FILE`, then lower FILE");
+  }
+  if (absl::StatusOr<const GeneratorInfo*> g = FindGenerator(name); !g.ok()) {
+    return UsageError(command, g.status().message());
+  }
+  absl::StatusOr<Schedule> schedule =
+      Generate({.schedule = name,
+                .pp = absl::GetFlag(FLAGS_pp),
+                .microbatches = absl::GetFlag(FLAGS_microbatches),
+                .stages_per_rank = absl::GetFlag(FLAGS_stages_per_rank)});
+  if (!schedule.ok()) return Fail(command, schedule.status());
+  return LowerInput{*std::move(schedule), name};
+}
+
 int RunLower(const Command& command, const Invocation& invocation) {
   absl::StatusOr<LowerOptions> options = OptionsFromFlags();
   if (!options.ok()) return UsageError(command, options.status().message());
@@ -137,9 +203,10 @@ int RunLower(const Command& command, const Invocation& invocation) {
       return UsageError(command, format.status().message());
     }
   }
-  const std::string& path = invocation.positional[0];
-  auto schedule = LoadInputSchedule(path);
-  if (!schedule.ok()) return Fail(command, schedule.status());
+  std::variant<LowerInput, int> input = InputOf(command, invocation);
+  if (const int* exit_code = std::get_if<int>(&input)) return *exit_code;
+  const Schedule* schedule = &std::get<LowerInput>(input).schedule;
+  const std::string& path = std::get<LowerInput>(input).label;
   if (const std::string model_path = absl::GetFlag(FLAGS_model); !model_path.empty()) {
     absl::StatusOr<PartitionChoice> partition = PartitionFromFlags();
     if (!partition.ok()) return UsageError(command, partition.status().message());
@@ -147,7 +214,8 @@ int RunLower(const Command& command, const Invocation& invocation) {
     if (!model.ok()) return Fail(command, model.status());
     options->overlap_peak = PlannedPeak(model->model);  // --overlap's memory limit
   }
-  auto lowered = LowerWithDump(*schedule, *options);
+  // Moved in: the input is released once the first pass has read it.
+  auto lowered = LowerWithDump(std::move(std::get<LowerInput>(input).schedule), *options);
   if (!lowered.ok()) {
     return Fail(command, absl::Status(lowered.status().code(),
                                       absl::StrCat(path, ": ", lowered.status().message())));
@@ -157,7 +225,7 @@ int RunLower(const Command& command, const Invocation& invocation) {
                  FormatPipelineOrder(lowered->dumped->ranks).c_str());
   }
   if (out.empty()) {
-    std::fputs(ScheduleToJson(lowered->lowered).c_str(), stdout);
+    PrintScheduleJson(lowered->lowered);
     return kExitOk;
   }
   if (absl::Status saved = SaveSchedule(out, lowered->lowered); !saved.ok()) {
@@ -171,12 +239,15 @@ int RunLower(const Command& command, const Invocation& invocation) {
 Command LowerCommand() {
   return Command{
       .name = "lower",
-      .synopsis = "lower FILE [--recv jit|jit-rendezvous|early] [--backward keep|split|merge] "
+      .synopsis = "lower FILE|--schedule NAME --pp P --microbatches M [--stages-per-rank V] "
+                  "[--recv jit|jit-rendezvous|early] [--backward keep|split|merge] "
                   "[--fsdp [--max-active-stages N] [--unshard-lookahead N|auto|full]] "
                   "[--reduce-grad [--defer-reduce-wait]] [--overlap [--model MODEL]] "
                   "[--wait-send] [--send-budget K] [--comms per-edge|per-group] "
                   "[--dump-after NAME] [-o FILE]",
-      .summary = "Lower a compute-only schedule: add every send and receive (and, on request, "
+      .summary = "Lower a compute-only schedule (FILE, or a built-in schedule generated in the "
+                 "same process: --schedule, --pp, --microbatches and --stages-per-rank as "
+                 "`generate` takes them): add every send and receive (and, on request, "
                  "FSDP unshard/reshard and gradient reduction). --recv jit (the default) posts "
                  "each receive right before its consumer: deadlock-free under relaxed semantics "
                  "(tag-matched sends that do not wait: jitpipe's transports, PyTorch's runtime), "
@@ -200,8 +271,9 @@ Command LowerCommand() {
                  "FILE (.json or .csv).",
       .flags = {"recv", "backward", "fsdp", "max_active_stages", "unshard_lookahead",
                 "reduce_grad", "defer_reduce_wait", "overlap", "wait_send", "send_budget",
-                "comms", "model", "dump_after", "output", "legacy_names"},
-      .min_positional = 1,
+                "comms", "model", "dump_after", "output", "legacy_names", "schedule", "pp",
+                "microbatches", "stages_per_rank"},
+      .min_positional = 0,
       .max_positional = 1,
       .run = RunLower,
   };

@@ -124,7 +124,12 @@ std::vector<std::string> LoweringPassNames(const LowerOptions& options) {
   return LoweringPipeline(options).PassNames();
 }
 
-absl::StatusOr<LowerResult> LowerWithDump(const Schedule& schedule, const LowerOptions& options) {
+namespace {
+
+// LowerWithDump() over `schedule`, or over `*owned` when it is set (then
+// released as soon as the first pass has read it).
+absl::StatusOr<LowerResult> LowerOn(const Schedule& schedule, Schedule* owned,
+                                    const LowerOptions& options) {
   if (schedule.lowered) {
     return absl::FailedPreconditionError(
         "the schedule is already lowered (it holds sends, receives or reductions); lowering "
@@ -151,10 +156,12 @@ absl::StatusOr<LowerResult> LowerWithDump(const Schedule& schedule, const LowerO
         absl::StrCat("send_budget must be 0 (none) or at least 1, not ", options.send_budget));
   }
   RETURN_IF_ERROR(ValidateStructure(schedule));
-  ASSIGN_OR_RETURN(PipelineResult result,
-                   LoweringPipeline(options).Run(
-                       schedule, {.check_invariants = options.check_invariants,
-                                  .dump_after = options.dump_after}));
+  const PipelineRunOptions run{.check_invariants = options.check_invariants,
+                               .dump_after = options.dump_after};
+  const PassPipeline pipeline = LoweringPipeline(options);
+  ASSIGN_OR_RETURN(PipelineResult result, owned != nullptr
+                                              ? pipeline.Run(std::move(*owned), run)
+                                              : pipeline.Run(schedule, run));
   if (options.comms.has_value()) {
     // The placement's guarantee, checked: a failure here is a bug.
     if (absl::Status fifo = Validate(result.schedule, {.comms = options.comms}); !fifo.ok()) {
@@ -166,8 +173,23 @@ absl::StatusOr<LowerResult> LowerWithDump(const Schedule& schedule, const LowerO
   return LowerResult{std::move(result.schedule), std::move(result.dumped)};
 }
 
+}  // namespace
+
+absl::StatusOr<LowerResult> LowerWithDump(const Schedule& schedule, const LowerOptions& options) {
+  return LowerOn(schedule, nullptr, options);
+}
+
+absl::StatusOr<LowerResult> LowerWithDump(Schedule&& schedule, const LowerOptions& options) {
+  return LowerOn(schedule, &schedule, options);
+}
+
 absl::StatusOr<Schedule> Lower(const Schedule& schedule, const LowerOptions& options) {
   ASSIGN_OR_RETURN(LowerResult result, LowerWithDump(schedule, options));
+  return std::move(result.lowered);
+}
+
+absl::StatusOr<Schedule> Lower(Schedule&& schedule, const LowerOptions& options) {
+  ASSIGN_OR_RETURN(LowerResult result, LowerWithDump(std::move(schedule), options));
   return std::move(result.lowered);
 }
 

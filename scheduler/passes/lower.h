@@ -121,6 +121,9 @@ struct LowerOptions {
 // without fsdp or do not fit (CheckUnshardReshardOptions), or send_budget
 // is negative.
 absl::StatusOr<Schedule> Lower(const Schedule& schedule, const LowerOptions& options = {});
+// The same, owning the schedule: it is released once the first pass has read
+// it, so that it is not in memory beside the lowered program.
+absl::StatusOr<Schedule> Lower(Schedule&& schedule, const LowerOptions& options = {});
 
 struct LowerResult {
   Schedule lowered;
@@ -129,6 +132,7 @@ struct LowerResult {
 
 // Lower(), also returning the program after the pass options.dump_after names.
 absl::StatusOr<LowerResult> LowerWithDump(const Schedule& schedule, const LowerOptions& options);
+absl::StatusOr<LowerResult> LowerWithDump(Schedule&& schedule, const LowerOptions& options);
 
 // The names of the passes Lower() runs with `options`, in order.
 std::vector<std::string> LoweringPassNames(const LowerOptions& options);

@@ -41,6 +41,16 @@ std::vector<std::string> PassPipeline::PassNames() const {
 
 absl::StatusOr<PipelineResult> PassPipeline::Run(const Schedule& input,
                                                  const PipelineRunOptions& options) const {
+  return RunOn(input, nullptr, options);
+}
+
+absl::StatusOr<PipelineResult> PassPipeline::Run(Schedule&& input,
+                                                 const PipelineRunOptions& options) const {
+  return RunOn(input, &input, options);
+}
+
+absl::StatusOr<PipelineResult> PassPipeline::RunOn(const Schedule& input, Schedule* owned,
+                                                   const PipelineRunOptions& options) const {
   if (!options.dump_after.empty()) {
     const std::vector<std::string> names = PassNames();
     if (std::find(names.begin(), names.end(), options.dump_after) == names.end()) {
@@ -53,12 +63,14 @@ absl::StatusOr<PipelineResult> PassPipeline::Run(const Schedule& input,
   const Schedule* current = &input;  // the first pass reads the input in place
   for (const Pass& pass : passes_) {
     absl::StatusOr<Schedule> out =
-        pass.run ? pass.run(*current)
-        : current == &input ? pass.consume(input)  // a copy: the input stays as it was
-                            : pass.consume(std::move(result.schedule));
+        pass.run                ? pass.run(*current)
+        : current != &input     ? pass.consume(std::move(result.schedule))
+        : owned != nullptr      ? pass.consume(std::move(*owned))
+                                : pass.consume(input);  // a copy: the input stays as it was
     if (!out.ok()) {
       return Prefixed(out.status(), out.status().code(), absl::StrCat("pass ", pass.name, ": "));
     }
+    if (current == &input && owned != nullptr) *owned = Schedule();  // read: released
     result.schedule = *std::move(out);
     current = &result.schedule;
     if (options.check_invariants && checker_) {
@@ -69,7 +81,7 @@ absl::StatusOr<PipelineResult> PassPipeline::Run(const Schedule& input,
     }
     if (pass.name == options.dump_after) result.dumped = result.schedule;
   }
-  if (passes_.empty()) result.schedule = input;
+  if (passes_.empty()) result.schedule = owned != nullptr ? std::move(*owned) : input;
   return result;
 }
 

@@ -77,8 +77,17 @@ class PassPipeline {
   // passes the result is a copy of the input.
   absl::StatusOr<PipelineResult> Run(const Schedule& input,
                                      const PipelineRunOptions& options = {}) const;
+  // The same, owning the input: it is released once the first pass has
+  // read it (an in-place first pass takes it without a copy), so that the
+  // input and the last passes' programs are never all in memory at once.
+  absl::StatusOr<PipelineResult> Run(Schedule&& input,
+                                     const PipelineRunOptions& options = {}) const;
 
  private:
+  // Run() over `borrowed`, or over `*owned` when it is set (then consumed).
+  absl::StatusOr<PipelineResult> RunOn(const Schedule& borrowed, Schedule* owned,
+                                       const PipelineRunOptions& options) const;
+
   struct Pass {
     std::string name;
     PassFunction run;             // set for AddPass

@@ -19,6 +19,7 @@ using ::jitpipe::testing::MakeTempDir;
 using ::jitpipe::testing::ReadTestdataJson;
 using ::jitpipe::testing::RunCli;
 using ::jitpipe::testing::WriteTextFile;
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -210,6 +211,107 @@ TEST(CmdLowerTest, EqualsTheHandWrittenPyTorchMainLowering) {
   EXPECT_EQ(ReadFile(dir + "/w.csv"),
             ReadFile(::jitpipe::testing::TestdataPath(
                 "pytorch_main/interleaved1f1b_pp2_mb2_v2_waits.csv")));
+}
+
+// `lower --schedule ...` writes what `generate` then `lower FILE` write, for
+// every option set that changes which passes run.
+TEST(CmdLowerTest, GeneratedInputEqualsGenerateThenLower) {
+  const std::string dir = MakeTempDir("lower");
+  const std::vector<std::string> spec = {"--schedule", "interleaved-1f1b", "--pp", "4",
+                                         "--microbatches", "8", "--stages-per-rank", "2"};
+  std::vector<std::string> generate = {"generate", "-o", dir + "/g.json"};
+  generate.insert(generate.end(), spec.begin(), spec.end());
+  ASSERT_EQ(RunCli(generate).exit_code, 0);
+  const std::vector<std::vector<std::string>> option_sets = {
+      {},
+      {"--recv", "early", "--fsdp"},
+      {"--recv", "jit-rendezvous", "--backward", "split", "--reduce-grad", "--overlap"},
+      {"--recv", "early", "--send-budget", "2"},
+  };
+  for (const std::vector<std::string>& options : option_sets) {
+    std::vector<std::string> two_steps = {"lower", dir + "/g.json", "-o", dir + "/a.json"};
+    two_steps.insert(two_steps.end(), options.begin(), options.end());
+    std::vector<std::string> one_step = {"lower", "-o", dir + "/b.json"};
+    one_step.insert(one_step.end(), spec.begin(), spec.end());
+    one_step.insert(one_step.end(), options.begin(), options.end());
+    const CliResult a = RunCli(two_steps);
+    const CliResult b = RunCli(one_step);
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_EQ(ReadFile(dir + "/b.json"), ReadFile(dir + "/a.json"))
+        << ::testing::PrintToString(options);
+  }
+  // To stdout, the same bytes as the file.
+  std::vector<std::string> to_stdout = {"lower"};
+  to_stdout.insert(to_stdout.end(), spec.begin(), spec.end());
+  const CliResult printed = RunCli(to_stdout);
+  ASSERT_EQ(printed.exit_code, 0) << printed.err;
+  ASSERT_EQ(RunCli({"lower", dir + "/g.json", "-o", dir + "/c.json"}).exit_code, 0);
+  EXPECT_EQ(printed.out, ReadFile(dir + "/c.json"));
+}
+
+struct InputUsageCase {
+  std::string name;
+  std::vector<std::string> args;  // after "lower"; "FILE" is a valid schedule file
+  std::string message;  // the whole message, or its start
+};
+
+class CmdLowerInputUsageTest : public ::testing::TestWithParam<InputUsageCase> {};
+
+TEST_P(CmdLowerInputUsageTest, ExitsTwo) {
+  const std::string dir = MakeTempDir("lower");
+  WriteTextFile(dir + "/s.csv", "0F0,0B0\n1F0,1B0\n");
+  std::vector<std::string> args = {"lower"};
+  for (const std::string& arg : GetParam().args) {
+    args.push_back(arg == "FILE" ? dir + "/s.csv" : arg);
+  }
+  CliResult r = RunCli(args);
+  EXPECT_EQ(r.exit_code, 2);
+  // The message in full, or its start where it lists the synopsis or the schedules.
+  EXPECT_THAT(r.err, StartsWith("jitpipe lower: " + GetParam().message));
+  EXPECT_THAT(r.err, EndsWith("\n(see: jitpipe lower --help)\n"));
+  EXPECT_TRUE(r.out.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Input, CmdLowerInputUsageTest,
+    ::testing::Values(
+        InputUsageCase{"Nothing", {}, "missing argument; usage: jitpipe lower FILE|--schedule"},
+        InputUsageCase{"FileAndSchedule",
+                       {"FILE", "--schedule", "1f1b", "--pp", "2", "--microbatches", "4"},
+                       "give FILE or --schedule NAME --pp P --microbatches M, not both"},
+        InputUsageCase{"FileAndPp",
+                       {"FILE", "--pp", "2"},
+                       "give FILE or --schedule NAME --pp P --microbatches M, not both"},
+        InputUsageCase{"PpWithoutSchedule",
+                       {"--pp", "2", "--microbatches", "4"},
+                       "--pp, --microbatches and --stages-per-rank go with --schedule"},
+        InputUsageCase{"ScheduleWithoutMicrobatches",
+                       {"--schedule", "1f1b", "--pp", "2"},
+                       "--schedule needs --microbatches"},
+        InputUsageCase{"ScheduleWithoutPp",
+                       {"--schedule", "1f1b", "--microbatches", "4"},
+                       "--schedule needs --pp"},
+        InputUsageCase{"Auto",
+                       {"--schedule", "auto", "--pp", "2", "--microbatches", "4"},
+                       "--schedule auto searches with a model: run `jitpipe generate "
+                       "--schedule auto --model MODEL -o FILE`, then lower FILE"},
+        InputUsageCase{"UnknownSchedule",
+                       {"--schedule", "2f2b", "--pp", "2", "--microbatches", "4"},
+                       "unknown schedule \"2f2b\"; known: gpipe, 1f1b,"}),
+    [](const ::testing::TestParamInfo<InputUsageCase>& param) { return param.param.name; });
+
+// Parameters the schedule cannot run with are invalid input, worded as
+// `generate` words them; nothing is written.
+TEST(CmdLowerTest, GeneratorErrorsExitOne) {
+  const std::string dir = MakeTempDir("lower");
+  CliResult r = RunCli({"lower", "--schedule", "interleaved-1f1b", "--pp", "4",
+                        "--microbatches", "9", "--stages-per-rank", "2", "-o", dir + "/l.json"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "jitpipe lower: interleaved-1f1b: 9 microbatches is not a multiple of max(1, 9 // "
+            "4) = 2; use 8 or 10\n");
+  EXPECT_FALSE(std::ifstream(dir + "/l.json").good());
 }
 
 TEST(CmdLowerTest, UnknownFlagAndBadOutputExtensionAreUsageErrors) {

@@ -151,6 +151,29 @@ TEST_P(LowerGeneratorGridTest, JitLoweringsAreDeadlockFree) {
   EXPECT_GT(lowered_count, 0) << GetParam() << " accepted no parameters";
 }
 
+// Lowering a schedule it is given (released after the first pass) writes
+// what lowering a borrowed one writes, whichever pass comes first: an
+// in-place placement, a copying pass, or none at all beyond the lowering.
+TEST(LowerTest, AGivenScheduleLowersAsABorrowedOne) {
+  ASSERT_OK_AND_ASSIGN(const Schedule s, Generate({"interleaved-1f1b", 4, 8, 2}));
+  const std::vector<LowerOptions> option_sets = {
+      {},
+      {.recv = RecvPlacement::kEarly, .fsdp = true},
+      {.recv = RecvPlacement::kJitRendezvous, .backward = BackwardForm::kSplit,
+       .reduce_grad = true, .dump_after = "split_backward"},
+  };
+  for (const LowerOptions& options : option_sets) {
+    ASSERT_OK_AND_ASSIGN(LowerResult borrowed, LowerWithDump(s, options));
+    Schedule copy = s;
+    ASSERT_OK_AND_ASSIGN(LowerResult given, LowerWithDump(std::move(copy), options));
+    EXPECT_EQ(given.lowered, borrowed.lowered);
+    EXPECT_EQ(given.dumped, borrowed.dumped);
+  }
+  Schedule lowered_input = *Lower(s);
+  EXPECT_EQ(Lower(std::move(lowered_input)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 // Over FIFO communicators: --recv jit as it is deadlocks on one group
 // communicator for most schedules (1F1B already), while with `comms` set
 // the lowering places receives for them, and the result runs on both

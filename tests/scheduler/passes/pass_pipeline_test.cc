@@ -88,6 +88,46 @@ TEST(PassPipelineTest, InPlacePassesGetIntermediatesMovedAndTheInputCopied) {
   EXPECT_EQ(input.name, "in");
 }
 
+// Given the input, the pipeline releases it once the first pass has read it
+// (the second pass already runs without it), and an in-place first pass
+// takes its storage rather than a copy.
+TEST(PassPipelineTest, AnOwnedInputIsReleasedOnceTheFirstPassHasReadIt) {
+  Schedule input;
+  input.name = "in:";
+  input.ranks.assign(2, RankProgram(8, Action::Make(ActionKind::kForward, 0, 0)));
+  const Schedule* watched = &input;
+  size_t ranks_seen_by_second = 99;
+  PassPipeline pipeline("test");
+  pipeline.AddPass("a", Tag("a")).AddPass("b", [&](const Schedule& in) -> absl::StatusOr<Schedule> {
+    ranks_seen_by_second = watched->ranks.size();
+    return in;
+  });
+  ASSERT_OK_AND_ASSIGN(PipelineResult result, pipeline.Run(std::move(input)));
+  EXPECT_EQ(result.schedule.name, "in:a");
+  EXPECT_EQ(result.schedule.ranks.size(), 2u);
+  EXPECT_EQ(ranks_seen_by_second, 0u);
+
+  Schedule owned;
+  owned.name = "in";
+  owned.ranks.assign(1, RankProgram(8, Action::Make(ActionKind::kForward, 0, 0)));
+  const Action* storage = owned.ranks[0].data();
+  const Action* consumed = nullptr;
+  PassPipeline in_place("test");
+  in_place.AddInPlacePass("tag", [&](Schedule in) -> absl::StatusOr<Schedule> {
+    consumed = in.ranks[0].data();
+    in.name += "!";
+    return in;
+  });
+  ASSERT_OK_AND_ASSIGN(PipelineResult moved, in_place.Run(std::move(owned)));
+  EXPECT_EQ(consumed, storage);
+  EXPECT_EQ(moved.schedule.name, "in!");
+
+  Schedule alone;
+  alone.name = "x";
+  ASSERT_OK_AND_ASSIGN(PipelineResult empty, PassPipeline("empty").Run(std::move(alone)));
+  EXPECT_EQ(empty.schedule.name, "x");
+}
+
 TEST(PassPipelineTest, RefusesToDumpAnUnknownPass) {
   absl::StatusOr<PipelineResult> result = TwoPasses().Run(Schedule{}, {.dump_after = "c"});
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
