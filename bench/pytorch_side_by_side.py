@@ -48,7 +48,7 @@ import tempfile
 import time
 import types
 
-CASES = [(8, 64, 4), (32, 256, 4)]
+CASES = [(8, 64, 4), (32, 256, 4), (64, 512, 4)]
 
 
 class _AnyTorchObject:
