@@ -222,10 +222,15 @@ TEST(CmdLowerTest, GeneratedInputEqualsGenerateThenLower) {
   std::vector<std::string> generate = {"generate", "-o", dir + "/g.json"};
   generate.insert(generate.end(), spec.begin(), spec.end());
   ASSERT_EQ(RunCli(generate).exit_code, 0);
+  // --overlap's memory limit comes from a model read against the input.
+  WriteTextFile(dir + "/m.json",
+                R"({"format": "jitpipe.model", "version": 1,
+                    "defaults": {"input_bytes": 64, "output_bytes": 128, "stash_bytes": 256}})");
   const std::vector<std::vector<std::string>> option_sets = {
       {},
       {"--recv", "early", "--fsdp"},
       {"--recv", "jit-rendezvous", "--backward", "split", "--reduce-grad", "--overlap"},
+      {"--reduce-grad", "--overlap", "--model", dir + "/m.json"},
       {"--recv", "early", "--send-budget", "2"},
   };
   for (const std::vector<std::string>& options : option_sets) {
