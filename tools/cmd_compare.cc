@@ -44,9 +44,6 @@
 #include "scheduler/ir/model_file.h"
 
 // Defined in cmd_generate.cc.
-ABSL_DECLARE_FLAG(int, pp);
-ABSL_DECLARE_FLAG(int, microbatches);
-ABSL_DECLARE_FLAG(int, stages_per_rank);
 
 ABSL_FLAG(std::string, svg, "",
           "version 2 models: draw the winner (the fastest schedule that fits) to this SVG file");

@@ -21,11 +21,6 @@
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 
-ABSL_FLAG(std::string, schedule, "",
-          "schedule name, case-insensitive; PyTorch's class names are aliases");
-ABSL_FLAG(int, pp, 0, "pipeline ranks (p)");
-ABSL_FLAG(int, microbatches, 0, "microbatches per step (m)");
-ABSL_FLAG(int, stages_per_rank, 0, "stages per rank (v); 0 takes the schedule's default");
 ABSL_FLAG(std::string, memory_limit, "",
           "--schedule auto: each rank's memory, e.g. 80GiB (default: the model's device memory)");
 ABSL_FLAG(double, time_budget, 10, "--schedule auto: seconds the search may take");
@@ -125,11 +120,7 @@ int RunGenerate(const Command& command, const Invocation& invocation) {
       return UsageError(command, format.status().message());
     }
   }
-  absl::StatusOr<Schedule> schedule =
-      Generate({.schedule = name,
-                .pp = absl::GetFlag(FLAGS_pp),
-                .microbatches = absl::GetFlag(FLAGS_microbatches),
-                .stages_per_rank = absl::GetFlag(FLAGS_stages_per_rank)});
+  absl::StatusOr<Schedule> schedule = Generate(GenerateOptionsFromFlags());
   if (!schedule.ok()) return Fail(command, schedule.status());
   if (out.empty()) {
     PrintScheduleJson(*schedule);

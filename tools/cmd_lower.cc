@@ -10,8 +10,8 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "scheduler/generators/generate.h"
 #include "scheduler/ir/format_grid.h"
@@ -48,10 +48,6 @@ ABSL_FLAG(int, send_budget, 0,
           "hold at most K sent buffers per rank, adding WAIT_SEND_F/B where a receive is "
           "known posted (PyTorch's _add_wait_send_budget); 0: no budget");
 ABSL_DECLARE_FLAG(std::string, comms);  // tools/cmd_validate.cc
-ABSL_DECLARE_FLAG(std::string, schedule);  // tools/cmd_generate.cc
-ABSL_DECLARE_FLAG(int, pp);
-ABSL_DECLARE_FLAG(int, microbatches);
-ABSL_DECLARE_FLAG(int, stages_per_rank);
 ABSL_FLAG(std::string, dump_after, "",
           "print the step x rank grid of the program after this pass to stderr");
 
@@ -185,11 +181,7 @@ std::variant<LowerInput, int> InputOf(const Command& command, const Invocation& 
   if (absl::StatusOr<const GeneratorInfo*> g = FindGenerator(name); !g.ok()) {
     return UsageError(command, g.status().message());
   }
-  absl::StatusOr<Schedule> schedule =
-      Generate({.schedule = name,
-                .pp = absl::GetFlag(FLAGS_pp),
-                .microbatches = absl::GetFlag(FLAGS_microbatches),
-                .stages_per_rank = absl::GetFlag(FLAGS_stages_per_rank)});
+  absl::StatusOr<Schedule> schedule = Generate(GenerateOptionsFromFlags());
   if (!schedule.ok()) return Fail(command, schedule.status());
   return LowerInput{*std::move(schedule), name};
 }

@@ -12,6 +12,11 @@ ABSL_FLAG(bool, legacy_names, false,
           "read CSV files with the old zero-bubble names (B = input backward, W = weight)");
 ABSL_FLAG(std::string, model, "", "the cost model file (jitpipe.model JSON)");
 ABSL_FLAG(std::string, trace, "", "write a Chrome trace (Perfetto, chrome://tracing) to this file");
+ABSL_FLAG(std::string, schedule, "",
+          "schedule name, case-insensitive; PyTorch's class names are aliases");
+ABSL_FLAG(int, pp, 0, "pipeline ranks (p)");
+ABSL_FLAG(int, microbatches, 0, "microbatches per step (m)");
+ABSL_FLAG(int, stages_per_rank, 0, "stages per rank (v); 0 takes the schedule's default");
 ABSL_FLAG(bool, overlap, false,
           "run the overlap pass: reorder Ws so gradient reductions hide under compute "
           "(needs REDUCE_GRAD)");
@@ -22,6 +27,13 @@ absl::StatusOr<Schedule> LoadInputSchedule(const std::string& path) {
   CsvReadOptions options;
   options.legacy_backward_names = absl::GetFlag(FLAGS_legacy_names);
   return LoadSchedule(path, options);
+}
+
+GenerateOptions GenerateOptionsFromFlags() {
+  return {.schedule = absl::GetFlag(FLAGS_schedule),
+          .pp = absl::GetFlag(FLAGS_pp),
+          .microbatches = absl::GetFlag(FLAGS_microbatches),
+          .stages_per_rank = absl::GetFlag(FLAGS_stages_per_rank)};
 }
 
 void PrintScheduleJson(const Schedule& schedule) {
