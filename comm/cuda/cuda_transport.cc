@@ -53,12 +53,7 @@ absl::StatusOr<std::unique_ptr<CudaFabric>> CudaFabric::Create(int size, const C
 }
 
 CudaFabric::~CudaFabric() {
-  (void)cudaSetDevice(options_.device);
-  for (RankStreams& s : ranks_) {
-    for (const OwnedStream* stream : {&s.compute, &s.p2p, &s.reduce}) {
-      if (stream->get() != nullptr) (void)cudaStreamSynchronize(stream->get());
-    }
-  }
+  SynchronizeStreams();
   absl::MutexLock lock(&mu_);
   for (auto& [key, sends] : staged_) {
     for (PendingSend& send : sends) {
@@ -435,6 +430,15 @@ std::vector<void*> CudaFabric::AllStreams() const {
     out.push_back(r.reduce.get());
   }
   return out;
+}
+
+void CudaFabric::SynchronizeStreams() const {
+  (void)cudaSetDevice(options_.device);
+  for (const RankStreams& s : ranks_) {
+    for (const OwnedStream* stream : {&s.compute, &s.p2p, &s.reduce}) {
+      if (stream->get() != nullptr) (void)cudaStreamSynchronize(stream->get());
+    }
+  }
 }
 
 }  // namespace jitpipe

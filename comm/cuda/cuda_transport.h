@@ -61,6 +61,9 @@ class CudaFabric {
   // Every rank's compute, p2p and reduction streams (cudaStream_t), in rank
   // order: what a captured step forks into (comm/cuda/step_graph.h).
   std::vector<void*> AllStreams() const;
+  // Waits for the device work queued on every rank's streams (errors
+  // ignored: for teardown).
+  void SynchronizeStreams() const;
 
   absl::Status AddGroups(absl::Span<const Group> groups) ABSL_LOCKS_EXCLUDED(mu_);
   void Abort(int rank, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);

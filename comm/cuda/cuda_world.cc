@@ -6,7 +6,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
 #include "comm/cuda/cuda_transport.h"
 #include "comm/inproc/inproc_world.h"
@@ -33,7 +35,14 @@ class OneGpuWorld final : public CudaWorld {
   }
   OneGpuWorld(const OneGpuWorld&) = delete;
   OneGpuWorld& operator=(const OneGpuWorld&) = delete;
+  // What a failed run retained (device buffers allocated and freed on the
+  // fabric's streams) goes first, once the device work is done, while those
+  // streams exist: freed after them, a buffer's cudaFreeAsync took a
+  // destroyed stream (a segfault in the driver, seen on an H100 after a
+  // failed stage). Then the transports and the fabric.
   ~OneGpuWorld() override {
+    if (fabric_ != nullptr) fabric_->SynchronizeStreams();
+    retained_.clear();
     transports_.clear();
     fabric_.reset();  // waits for the device work, then frees
   }
@@ -69,7 +78,8 @@ class OneGpuWorld final : public CudaWorld {
   }
   bool aborted() override { return !fabric_->AbortStatus().ok(); }
   void RetainUntilEnd(std::shared_ptr<const void> object) override {
-    host_->RetainUntilEnd(std::move(object));
+    absl::MutexLock lock(&retained_mu_);
+    retained_.push_back(std::move(object));
   }
   void LeaveBeforeExit() override {}
   int64_t InFlightBytes() const override { return fabric_->InFlightBytes(); }
@@ -82,6 +92,8 @@ class OneGpuWorld final : public CudaWorld {
   std::unique_ptr<InProcessWorld> host_;
   std::unique_ptr<CudaFabric> fabric_;
   std::vector<std::unique_ptr<Transport>> transports_;  // const after Create
+  absl::Mutex retained_mu_;
+  std::vector<std::shared_ptr<const void>> retained_ ABSL_GUARDED_BY(retained_mu_);
 };
 
 }  // namespace

@@ -11,8 +11,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
 #include "comm/cuda/cuda_device.h"
 #include "comm/cuda/cuda_error.h"
@@ -86,8 +88,14 @@ class ProcessWorld final : public NcclWorld {
       : mpi_(std::move(mpi)), options_(options) {}
   ProcessWorld(const ProcessWorld&) = delete;
   ProcessWorld& operator=(const ProcessWorld&) = delete;
-  // The transport and the communicators first, MPI last.
+  // What a failed run retained first (device buffers freed on the rank's
+  // streams, which must still exist: see OneGpuWorld), then the transport
+  // and the communicators, MPI last.
   ~ProcessWorld() override {
+    {
+      absl::MutexLock lock(&retained_mu_);
+      retained_.clear();
+    }
     transport_.reset();
     rank_.reset();
   }
@@ -174,7 +182,8 @@ class ProcessWorld final : public NcclWorld {
   }
   bool aborted() override { return rank_->aborted() || mpi_->aborted(); }
   void RetainUntilEnd(std::shared_ptr<const void> object) override {
-    mpi_->RetainUntilEnd(std::move(object));
+    absl::MutexLock lock(&retained_mu_);
+    retained_.push_back(std::move(object));
   }
   void LeaveBeforeExit() override { mpi_->LeaveBeforeExit(); }
   int64_t PeakInFlightBytes() const override { return 0; }
@@ -186,6 +195,8 @@ class ProcessWorld final : public NcclWorld {
   std::vector<int> local_ranks_;
   std::unique_ptr<NcclRank> rank_;
   std::unique_ptr<Transport> transport_;
+  absl::Mutex retained_mu_;
+  std::vector<std::shared_ptr<const void>> retained_ ABSL_GUARDED_BY(retained_mu_);
 };
 
 }  // namespace
