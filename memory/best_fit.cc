@@ -160,37 +160,33 @@ class OrderedBestFit : public ArenaAlgorithm {
   int refine_rounds_;
 };
 
-// Free byte ranges of the slab at the current time, sorted by offset; the
-// last one is [top, kUnbounded). Few in a tight packing, so a flat vector
-// with linear scans beats any node-based set here.
+// Free ranges of the slab at the current time, in units of the alignment
+// and sorted by offset; the last one is [top, kUnbounded). An occupied range
+// ends at the next aligned offset, as in OccupancyTree: the bytes between a
+// buffer's end and that offset can hold nothing (every buffer starts
+// aligned), and kept as gaps of their own they turned a few free ranges into
+// a thousand when sizes are not multiples of the alignment. Few in a tight
+// packing, so a flat vector with linear scans beats any node-based set here.
 class FreeList {
  public:
   FreeList() : gaps_{{0, kUnbounded}} {}
 
-  // Best fit: the lowest aligned offset of the smallest gap that fits.
-  int64_t Take(int64_t bytes, int64_t alignment) {
+  // Best fit: the lowest offset of the smallest gap of at least `units`.
+  int64_t Take(int64_t units) {
     size_t best = gaps_.size() - 1;
     int64_t best_size = kUnbounded;
     for (size_t k = 0; k + 1 < gaps_.size(); ++k) {
-      const int64_t size = gaps_[k].hi - AlignUp(gaps_[k].lo, alignment);
-      if (size >= bytes && size < best_size) {
+      const int64_t size = gaps_[k].hi - gaps_[k].lo;
+      if (size >= units && size < best_size) {
         best = k;
         best_size = size;
-        if (size == bytes) break;
+        if (size == units) break;
       }
     }
-    // The gap becomes [lo, offset) and [offset + bytes, hi); either may be empty.
-    const Gap gap = gaps_[best];
-    const int64_t offset = AlignUp(gap.lo, alignment);
-    const bool below = offset > gap.lo;
-    const bool above = offset + bytes < gap.hi;
-    if (below && above) {
-      gaps_[best].hi = offset;
-      gaps_.insert(gaps_.begin() + best + 1, Gap{offset + bytes, gap.hi});
-    } else if (below) {
-      gaps_[best].hi = offset;
-    } else if (above) {
-      gaps_[best].lo = offset + bytes;
+    Gap& gap = gaps_[best];
+    const int64_t offset = gap.lo;
+    if (offset + units < gap.hi) {
+      gap.lo = offset + units;
     } else {
       gaps_.erase(gaps_.begin() + best);
     }
@@ -243,12 +239,14 @@ class StartOrderBestFit : public ArenaAlgorithm {
       if (t > 0) {
         for (int k = ending.first[t - 1]; k < ending.first[t]; ++k) {
           const int id = ending.ids[k];
-          free_list.Release(layout.offsets[id], layout.offsets[id] + intervals[id].bytes);
+          free_list.Release(layout.offsets[id] / alignment,
+                            (layout.offsets[id] + intervals[id].bytes + alignment - 1) / alignment);
         }
       }
       for (int k = starting.first[t]; k < starting.first[t + 1]; ++k) {
         const int id = starting.ids[k];
-        const int64_t offset = free_list.Take(intervals[id].bytes, alignment);
+        const int64_t offset =
+            free_list.Take((intervals[id].bytes + alignment - 1) / alignment) * alignment;
         layout.offsets[id] = offset;
         layout.arena_bytes = std::max(layout.arena_bytes, offset + intervals[id].bytes);
       }
