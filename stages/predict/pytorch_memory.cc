@@ -1,5 +1,6 @@
 #include "stages/predict/pytorch_memory.h"
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -13,6 +14,15 @@
 
 namespace jitpipe {
 namespace {
+
+bool HasWaitSends(const Schedule& s) {
+  for (const RankProgram& program : s.ranks) {
+    for (const Action& a : program) {
+      if (IsWaitSend(a.kind)) return true;
+    }
+  }
+  return false;
+}
 
 // The program without its WAIT_SENDs.
 Schedule WithoutWaitSends(const Schedule& s) {
@@ -77,7 +87,11 @@ absl::StatusOr<PyTorchMemory> PlanPyTorchMemory(const Schedule& lowered, const M
     return absl::FailedPreconditionError("plan needs a lowered program; run jitpipe lower first");
   }
   RETURN_IF_ERROR(ValidateHeader(lowered));  // what the per-rank indexes below require
-  const Schedule base = WithoutWaitSends(lowered);
+  // The usual lowering has no WAIT_SENDs: then the input is the base, not a
+  // copy of it (a pp 128 program is 75 MB of actions).
+  std::optional<Schedule> stripped;
+  if (HasWaitSends(lowered)) stripped = WithoutWaitSends(lowered);
+  const Schedule& base = stripped.has_value() ? *stripped : lowered;
   PyTorchMemory out;
   // The two placements of WAIT_SENDs are independent whole-program passes:
   // side by side.

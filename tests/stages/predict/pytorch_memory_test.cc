@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "scheduler/generators/generate.h"
+#include "scheduler/passes/add_wait_send.h"
 #include "scheduler/passes/lower.h"
 #include "tests/testing/status_matchers.h"
 
@@ -106,6 +107,29 @@ TEST(PyTorchMemoryTest, PeaksBySendRelease) {
   ASSERT_OK_AND_ASSIGN(Schedule rendezvous, Interleaved(8, RecvPlacement::kJitRendezvous));
   ASSERT_OK_AND_ASSIGN(PyTorchMemory kept, PlanPyTorchMemory(rendezvous, Uniform()));
   EXPECT_EQ(kept.send_budget, 1);
+}
+
+// The report places WAIT_SENDs itself: a program that has them already is
+// reported as the same program without them (its own waits dropped first;
+// a program without any is used as it is, not copied).
+TEST(PyTorchMemoryTest, AProgramWithWaitSendsIsReportedAsWithoutThem) {
+  ASSERT_OK_AND_ASSIGN(Schedule jit, Interleaved(8, RecvPlacement::kJit));
+  ASSERT_OK_AND_ASSIGN(Schedule waited, AddWaitSend(jit));
+  ASSERT_GT(waited.TotalActions(), jit.TotalActions());
+  ASSERT_OK_AND_ASSIGN(PyTorchMemory plain, PlanPyTorchMemory(jit, Uniform()));
+  ASSERT_OK_AND_ASSIGN(PyTorchMemory with_waits, PlanPyTorchMemory(waited, Uniform()));
+  EXPECT_EQ(with_waits.send_budget, plain.send_budget);
+  EXPECT_EQ(with_waits.budget_error, plain.budget_error);
+  EXPECT_EQ(with_waits.wait_send_error, plain.wait_send_error);
+  ASSERT_EQ(with_waits.ranks.size(), plain.ranks.size());
+  for (size_t r = 0; r < plain.ranks.size(); ++r) {
+    SCOPED_TRACE(r);
+    EXPECT_EQ(with_waits.ranks[r].pools.ToString(), plain.ranks[r].pools.ToString());
+    EXPECT_EQ(with_waits.ranks[r].peaks.poll, plain.ranks[r].peaks.poll);
+    EXPECT_EQ(with_waits.ranks[r].peaks.drain, plain.ranks[r].peaks.drain);
+    EXPECT_EQ(with_waits.ranks[r].peaks.wait_send, plain.ranks[r].peaks.wait_send);
+    EXPECT_EQ(with_waits.ranks[r].peaks.budget, plain.ranks[r].peaks.budget);
+  }
 }
 
 }  // namespace
