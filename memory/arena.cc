@@ -1,6 +1,7 @@
 #include "memory/arena.h"
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <set>
@@ -20,6 +21,14 @@ ArenaLayout ChooseBestArena(absl::Span<const ArenaAlgorithm* const> algorithms,
     if (best.arena_bytes <= good_enough) break;
   }
   return best;
+}
+
+int64_t ArenaGoodEnough(int64_t peak, double slack) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const double extra = static_cast<double>(peak) * slack;
+  if (extra >= 0x1p62) return kMax;
+  const auto bytes = static_cast<int64_t>(extra);
+  return bytes > kMax - peak ? kMax : peak + bytes;
 }
 
 ArenaLayout ChooseBestGreedyArena(absl::Span<const LiveInterval> intervals, int num_times,

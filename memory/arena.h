@@ -101,6 +101,14 @@ ArenaLayout ChooseBestArena(absl::Span<const ArenaAlgorithm* const> algorithms,
                             absl::Span<const LiveInterval> intervals, int num_times,
                             int64_t alignment, int64_t good_enough);
 
+// PlanOptions::arena_slack's default (memory_plan.h says why).
+inline constexpr double kDefaultArenaSlack = 1.0 / 256;
+
+// The `good_enough` bytes for a search that may stop within `slack` of the
+// peak: peak * (1 + slack), saturating at INT64_MAX (any slack >= 0 is
+// valid, however large). REQUIRES: peak >= 0, slack >= 0.
+int64_t ArenaGoodEnough(int64_t peak, double slack);
+
 // ChooseBestArena over the three greedy best-fit orders, by start, by
 // decreasing size and by decreasing duration (each refined as
 // MakeGreedyBestFit says): the planner's arena (memory_plan.h) and the

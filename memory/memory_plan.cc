@@ -15,15 +15,6 @@
 namespace jitpipe {
 namespace {
 
-// peak * (1 + slack) in bytes, saturating: any slack is valid, however large.
-int64_t GoodEnough(int64_t peak, double slack) {
-  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  const double extra = static_cast<double>(peak) * slack;
-  if (extra >= 0x1p62) return kMax;
-  const auto bytes = static_cast<int64_t>(extra);
-  return bytes > kMax - peak ? kMax : peak + bytes;
-}
-
 // The arena for `buffers`; the search stops at `good_enough` bytes.
 ArenaLayout PlaceArena(const RankBuffers& buffers, int64_t alignment, int64_t good_enough) {
   return ChooseBestGreedyArena(ArenaIntervals(buffers), buffers.num_actions, alignment,
@@ -168,7 +159,7 @@ absl::StatusOr<RankMemoryPlan> PlanIndexedRank(const Schedule& schedule,
   }
   if (options.arena) {
     plan.arena = PlaceArena(plan.buffers, options.alignment,
-                            GoodEnough(plan.peak.bytes, options.arena_slack));
+                            ArenaGoodEnough(plan.peak.bytes, options.arena_slack));
   }
   return plan;
 }

@@ -43,8 +43,6 @@
 
 namespace jitpipe {
 
-inline constexpr double kDefaultArenaSlack = 1.0 / 256;
-
 struct PlanOptions {
   MemoryPolicy policy = MemoryPolicy::kJit;
   int prefetch = 0;  // kJit only: see LifetimeOptions::prefetch

@@ -55,14 +55,15 @@ int64_t PeakBytes(const std::vector<const Buffer*>& members) {
 }
 
 // Byte-exact (alignment 1), as the pools are counted; the search stops at a
-// layout that reaches the peak.
-int64_t ReceiveArenaBytes(const std::vector<const Buffer*>& received, int num_actions) {
+// layout within `slack` of the peak.
+int64_t ReceiveArenaBytes(const std::vector<const Buffer*>& received, int num_actions,
+                          double slack) {
   if (received.empty()) return 0;
   std::vector<LiveInterval> intervals;
   intervals.reserve(received.size());
   for (const Buffer* b : received) intervals.push_back({b->bytes, b->alloc_index, b->free_index});
   return ChooseBestGreedyArena(intervals, std::max(num_actions, 1), /*alignment=*/1,
-                               /*good_enough=*/PeakBytes(received))
+                               ArenaGoodEnough(PeakBytes(received), slack))
       .arena_bytes;
 }
 
@@ -87,7 +88,7 @@ std::string RecvPools::ToString() const {
                       " B for ", receives, " receives");
 }
 
-RecvPools ComputeRecvPools(const RankBuffers& buffers) {
+RecvPools ComputeRecvPools(const RankBuffers& buffers, double arena_slack) {
   RecvPools pools;
   pools.rank = buffers.rank;
   // Index spaces: (stage, direction) groups in stage order; direction.
@@ -111,7 +112,7 @@ RecvPools ComputeRecvPools(const RankBuffers& buffers) {
   pools.direction = {pools.forward.slots + pools.backward.slots,
                      pools.forward.bytes + pools.backward.bytes};
   pools.rank_pool = PoolOf(all);
-  pools.arena_bytes = ReceiveArenaBytes(all, buffers.num_actions);
+  pools.arena_bytes = ReceiveArenaBytes(all, buffers.num_actions, arena_slack);
   pools.receives = static_cast<int>(all.size());
   return pools;
 }

@@ -23,9 +23,10 @@
 // review's table exactly.
 //
 // The receive arena places the same intervals at offsets (arena.h, byte
-// exact: alignment 1), each buffer as big as it is: fewer bytes than the
-// best pool when sizes differ; with receives placed just in time (`lower
-// --recv jit`) the intervals themselves are shorter.
+// exact: alignment 1, searched as the plan's arena is), each buffer as big
+// as it is: fewer bytes than the best pool when sizes differ; with receives
+// placed just in time (`lower --recv jit`) the intervals themselves are
+// shorter.
 //
 // Pure; thread-compatible.
 #ifndef JITPIPE_MEMORY_RECV_POOL_H_
@@ -75,8 +76,11 @@ struct RecvPools {
 // The pools of `buffers` (ComputeBufferLifetimes under MemoryPolicy::kJit
 // without prefetch: receive buffers from their RECV to their last consumer;
 // other policies give the intervals they give). Buffers handed over between
-// stages of one rank are not received and not pooled.
-RecvPools ComputeRecvPools(const RankBuffers& buffers);
+// stages of one rank are not received and not pooled. The arena's search
+// stops at a layout within `arena_slack` of the receives' peak (0: one that
+// reaches it, or the best of every ordering), as PlanOptions::arena_slack
+// does for the plan's arena. REQUIRES: arena_slack >= 0.
+RecvPools ComputeRecvPools(const RankBuffers& buffers, double arena_slack = 0);
 
 }  // namespace jitpipe
 

@@ -32,7 +32,7 @@ ABSL_FLAG(int, prefetch, 0,
           "jit only: allocate each receive buffer this many compute actions before its consumer");
 ABSL_FLAG(double, arena_slack, jitpipe::kDefaultArenaSlack,
           "stop the arena search at a layout within this fraction of the peak (0: search every "
-          "ordering unless one reaches the peak)");
+          "ordering unless one reaches the peak); the receive arena's search too");
 ABSL_FLAG(int, map, -1, "also print this rank's buffers and an ASCII map of its arena");
 ABSL_DECLARE_FLAG(int, send_budget);  // tools/cmd_lower.cc
 
@@ -326,7 +326,8 @@ int RunPlan(const Command& command, const Invocation& invocation) {
     if (absl::Status s = trace->Finish(); !s.ok()) return Fail(command, s);
   }
   const int budget = std::max(1, absl::GetFlag(FLAGS_send_budget));
-  absl::StatusOr<PyTorchMemory> pytorch = PlanPyTorchMemory(*schedule, *model, {budget});
+  absl::StatusOr<PyTorchMemory> pytorch = PlanPyTorchMemory(
+      *schedule, *model, {.send_budget = budget, .arena_slack = options->arena_slack});
   if (!pytorch.ok()) {
     return Fail(command, absl::Status(pytorch.status().code(),
                                       absl::StrCat(path, ": ", pytorch.status().message())));

@@ -1,5 +1,6 @@
 #include "stages/predict/pytorch_memory.h"
 
+#include <cmath>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -56,13 +57,13 @@ absl::StatusOr<int64_t> PeakOfRank(const Schedule& s, const Model& model, int r,
 absl::StatusOr<PyTorchMemoryRank> PlanRank(const Schedule& base,
                                            const absl::StatusOr<Schedule>& waits,
                                            const absl::StatusOr<Schedule>& budgeted,
-                                           const Model& model, int r) {
+                                           const Model& model, double arena_slack, int r) {
   PyTorchMemoryRank rank;
   rank.rank = r;
   const ProgramIndex base_index = ProgramIndex::BuildForRank(base, r);  // for both below
   ASSIGN_OR_RETURN(const RankBuffers received,
                    ComputeBufferLifetimes(base, base_index, model, r, LifetimeOptions{}));
-  rank.pools = ComputeRecvPools(received);
+  rank.pools = ComputeRecvPools(received, arena_slack);
   rank.peaks.poll = PeakOf(LiveBytes(received)).bytes;
   ASSIGN_OR_RETURN(rank.peaks.drain,
                    PeakOfRank(base, base_index, model, r, SendRelease::kStepEnd));
@@ -82,6 +83,10 @@ absl::StatusOr<PyTorchMemory> PlanPyTorchMemory(const Schedule& lowered, const M
   if (options.send_budget < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("the send budget must be at least 1, not ", options.send_budget));
+  }
+  if (!(options.arena_slack >= 0) || std::isinf(options.arena_slack)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the arena slack must be a finite number >= 0, got ", options.arena_slack));
   }
   if (!lowered.lowered) {
     return absl::FailedPreconditionError("plan needs a lowered program; run jitpipe lower first");
@@ -117,7 +122,7 @@ absl::StatusOr<PyTorchMemory> PlanPyTorchMemory(const Schedule& lowered, const M
   // would give it.
   ASSIGN_OR_RETURN(out.ranks,
                    ParallelMap<PyTorchMemoryRank>(lowered.pp, options.threads, [&](int r) {
-                     return PlanRank(base, waits, budgeted, model, r);
+                     return PlanRank(base, waits, budgeted, model, options.arena_slack, r);
                    }));
   return out;
 }

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "memory/arena.h"
 #include "memory/recv_pool.h"
 #include "scheduler/ir/model.h"
 #include "scheduler/ir/schedule.h"
@@ -44,6 +45,9 @@ struct PyTorchMemoryOptions {
   // this many threads; <= 0: one per hardware thread. The result does not
   // depend on it.
   int threads = 0;
+  // The receive arena's search stops within this fraction of the receives'
+  // peak (ComputeRecvPools); `plan` passes its --arena-slack.
+  double arena_slack = kDefaultArenaSlack;
 };
 
 struct SendReleasePeaks {

@@ -1,5 +1,7 @@
 #include "memory/arena.h"
 
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -101,6 +103,15 @@ TEST(ArenaTest, ChooseBestArenaKeepsTheSmallestAndStopsAtTheLowerBound) {
   const ArenaAlgorithm* const reversed[] = {duration.get(), size.get()};
   EXPECT_EQ(ChooseBestArena(reversed, kSix, 4, 64, 640).arena_bytes, 640);
   EXPECT_EQ(ChooseBestArena(reversed, kSix, 4, 64, 576).arena_bytes, 576);
+}
+
+TEST(ArenaTest, GoodEnoughIsThePeakPlusTheSlackSaturating) {
+  EXPECT_EQ(ArenaGoodEnough(1000, 0), 1000);
+  EXPECT_EQ(ArenaGoodEnough(1024, 1.0 / 256), 1028);
+  EXPECT_EQ(ArenaGoodEnough(1000, 0.0015), 1001);  // 1.5 extra bytes: rounded down
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(ArenaGoodEnough(kMax / 2, 1.5), kMax);
+  EXPECT_EQ(ArenaGoodEnough(1000, 1e300), kMax);
 }
 
 TEST(ArenaTest, AlignsOffsetsAndSkipsEmptyIntervals) {

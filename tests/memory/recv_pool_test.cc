@@ -66,5 +66,32 @@ TEST(RecvPoolTest, ASlotFreedAfterAnActionServesTheNextReceive) {
   EXPECT_EQ(ComputeRecvPools(first).forward.slots, 0);
 }
 
+// The receive arena is searched as the plan's arena is: to the receives'
+// peak by default, or only to within `arena_slack` of it. Four received
+// activations (bytes [alloc, free]): 192 [0,1], 192 [1,3], 128 [2,3],
+// 128 [3,3]; the peak is 448 at 3. The start-order sweep puts the last one
+// above a 64-byte gap (512 bytes); the duration order reaches the peak.
+TEST(RecvPoolTest, TheArenaSearchStopsWithinTheSlack) {
+  RankBuffers b;
+  b.num_actions = 4;
+  const int64_t bytes[] = {192, 192, 128, 128};
+  const int32_t from[] = {0, 1, 2, 3};
+  const int32_t until[] = {1, 3, 3, 3};
+  for (int k = 0; k < 4; ++k) {
+    Buffer buffer;
+    buffer.kind = BufferKind::kInput;
+    buffer.received = true;
+    buffer.stage = 1;
+    buffer.microbatch = k;
+    buffer.bytes = bytes[k];
+    buffer.alloc_index = from[k];
+    buffer.free_index = until[k];
+    b.buffers.push_back(buffer);
+  }
+  EXPECT_EQ(ComputeRecvPools(b).arena_bytes, 448);
+  EXPECT_EQ(ComputeRecvPools(b, /*arena_slack=*/0.1).arena_bytes, 448);   // 512 > 492
+  EXPECT_EQ(ComputeRecvPools(b, /*arena_slack=*/0.25).arena_bytes, 512);  // 512 <= 560
+}
+
 }  // namespace
 }  // namespace jitpipe::recv_pool_test
