@@ -36,14 +36,19 @@ struct BudgetStop {
 // walk goes).
 class BudgetWalk {
  public:
+  // Which walks write the output program: a search's walks only decide
+  // (at pp 128 an output is 85 MB of fresh pages and as many bytes written).
+  enum class Output { kWrite, kNone };
+
   // `out`: programs whose storage the walk writes its output into (cleared
-  // first; their capacity is kept), so that a search's walks reuse pages
-  // already touched rather than fault in fresh ones (at pp 128 each walk's
-  // output is 85 MB).
+  // first; their capacity is kept), so that a later walk reuses pages an
+  // earlier one touched.
   BudgetWalk(const Schedule& s, const CommPositions& positions, WaitModel model, int budget,
-             std::vector<RankProgram> out = {})
-      : s_(s), pos_(positions), budget_(budget), cursors_(MakeCursors(s, positions, model)),
-        held_(s.pp), waited_early_(s.pp), out_(std::move(out)), parked_(s.pp) {
+             Output output = Output::kWrite, std::vector<RankProgram> out = {})
+      : s_(s), pos_(positions), budget_(budget), write_(output == Output::kWrite),
+        cursors_(MakeCursors(s, positions, model)), held_(s.pp), waited_early_(s.pp),
+        out_(std::move(out)), parked_(s.pp) {
+    if (!write_) return;
     out_.resize(s.pp);
     for (int r = 0; r < s.pp; ++r) {
       // The input, and at most one WAIT_SEND per send: never reallocated.
@@ -123,7 +128,7 @@ class BudgetWalk {
         const Action& sent = s_.ranks[r][done->send];
         const ActionKind wait =
             sent.kind == ActionKind::kSendF ? ActionKind::kWaitSendF : ActionKind::kWaitSendB;
-        out_[r].push_back(Action::Make(wait, sent.stage, sent.microbatch));
+        if (write_) out_[r].push_back(Action::Make(wait, sent.stage, sent.microbatch));
         waited_early_[r].push_back(done->send);
         held.erase(done);
       }
@@ -138,13 +143,14 @@ class BudgetWalk {
                                 [&](const Held& h) { return h.send == send; }),
                  held.end());
     }
-    out_[r].push_back(a);
+    if (write_) out_[r].push_back(a);
     return true;
   }
 
   const Schedule& s_;
   const CommPositions& pos_;
   const int budget_;
+  const bool write_;
   std::vector<RankCursor> cursors_;
   std::vector<std::deque<Held>> held_;  // per rank, oldest first
   // Per rank: sends the budget waited for although a WAIT_SEND of theirs
@@ -156,21 +162,16 @@ class BudgetWalk {
   BudgetStop stop_;
 };
 
-// The output storage of a search's walks, two sets reused in turn: `kept`
-// holds the output of the last walk that kept its budget (empty if none
-// did), `spare` the storage the next walk writes into.
-struct WalkOutputs {
-  std::vector<RankProgram> kept;
-  std::vector<RankProgram> spare;
-};
-
-// Whether the walk keeps `budget`; if so its output goes to outputs->kept.
+// Whether the walk keeps `budget`. With `out`, the walk writes its output
+// there (reusing the storage it holds); without, it only decides.
 bool Keeps(const Schedule& s, const CommPositions& positions, WaitModel model, int budget,
-           WalkOutputs* outputs) {
-  BudgetWalk walk(s, positions, model, budget, std::move(outputs->spare));
+           std::vector<RankProgram>* out = nullptr) {
+  if (out == nullptr) {
+    return BudgetWalk(s, positions, model, budget, BudgetWalk::Output::kNone).Run();
+  }
+  BudgetWalk walk(s, positions, model, budget, BudgetWalk::Output::kWrite, std::move(*out));
   const bool kept = walk.Run();
-  outputs->spare = walk.TakePrograms();
-  if (kept) std::swap(outputs->kept, outputs->spare);
+  *out = walk.TakePrograms();
   return kept;
 }
 
@@ -180,12 +181,9 @@ bool Keeps(const Schedule& s, const CommPositions& positions, WaitModel model, i
 // (+1, +2, +4, ...) brackets the answer and a binary search finds it: about
 // 2 log2(answer - failed) walks where a bisection of [failed, most] took
 // log2(most) (13 at pp 128 m 1024, whose ranks post 8,192 sends; the
-// answer is a few).
-//
-// The output of the walk at the answer is left in outputs->kept when one
-// was made (empty when the answer is `most`, never walked).
+// answer is a few). The walks only decide.
 int SmallestBudget(const Schedule& s, const CommPositions& positions, WaitModel model,
-                   int failed, WalkOutputs* outputs) {
+                   int failed) {
   int most = 1;
   for (const RankProgram& program : s.ranks) {
     most = std::max<int>(
@@ -193,18 +191,16 @@ int SmallestBudget(const Schedule& s, const CommPositions& positions, WaitModel 
                                              [](const Action& a) { return IsSend(a.kind); })));
   }
   int lo = failed, hi = std::max(most, failed + 1);  // lo fails, hi keeps
-  outputs->kept.clear();
   for (int step = 1; lo + step < hi; step *= 2) {
-    if (Keeps(s, positions, model, lo + step, outputs)) {
+    if (Keeps(s, positions, model, lo + step)) {
       hi = lo + step;
       break;
     }
     lo += step;
   }
-  // Every walk that keeps its budget lowers hi: the programs left are hi's.
   while (hi - lo > 1) {
     const int mid = lo + (hi - lo) / 2;
-    (Keeps(s, positions, model, mid, outputs) ? hi : lo) = mid;
+    (Keeps(s, positions, model, mid) ? hi : lo) = mid;
   }
   return hi;
 }
@@ -217,8 +213,7 @@ absl::Status BudgetError(const Schedule& s, const CommPositions& positions, Wait
     receives.push_back(absl::StrCat(s.ranks[h.recv.rank][h.recv.index].ToString(), ": rank ",
                                     h.recv.rank, ", index ", h.recv.index));
   }
-  WalkOutputs outputs;
-  const int smallest = SmallestBudget(s, positions, model, budget, &outputs);
+  const int smallest = SmallestBudget(s, positions, model, budget);
   return absl::InvalidArgumentError(absl::StrCat(
       "send budget ", budget, " cannot be kept: ",
       Where(stop.rank, stop.index, s.ranks[stop.rank][stop.index]), " would hold ", budget + 1,
@@ -261,9 +256,8 @@ absl::StatusOr<Schedule> AddWaitSendBudget(const Schedule& in, const SendBudgetO
 
 absl::StatusOr<int> SmallestSendBudget(const Schedule& in, const SendBudgetOptions& options) {
   ASSIGN_OR_RETURN(const CommPositions positions, CheckBudgetInput(in, options));
-  WalkOutputs outputs;
-  if (Keeps(in, positions, options.model, options.budget, &outputs)) return options.budget;
-  return SmallestBudget(in, positions, options.model, options.budget, &outputs);
+  if (Keeps(in, positions, options.model, options.budget)) return options.budget;
+  return SmallestBudget(in, positions, options.model, options.budget);
 }
 
 absl::StatusOr<BudgetedProgram> AddWaitSendAtSmallestBudget(const Schedule& in,
@@ -271,15 +265,18 @@ absl::StatusOr<BudgetedProgram> AddWaitSendAtSmallestBudget(const Schedule& in,
   ASSIGN_OR_RETURN(const CommPositions positions, CheckBudgetInput(in, options));
   BudgetedProgram out;
   out.budget = options.budget;
-  WalkOutputs outputs;
-  if (!Keeps(in, positions, options.model, out.budget, &outputs)) {
-    out.budget = SmallestBudget(in, positions, options.model, options.budget, &outputs);
-    if (outputs.kept.empty() && !Keeps(in, positions, options.model, out.budget, &outputs)) {
+  // The budget asked for usually holds: its walk writes the output. Else the
+  // search decides the smallest that holds, and one more walk writes its
+  // output into the storage the first one touched.
+  std::vector<RankProgram> programs;
+  if (!Keeps(in, positions, options.model, out.budget, &programs)) {
+    out.budget = SmallestBudget(in, positions, options.model, options.budget);
+    if (!Keeps(in, positions, options.model, out.budget, &programs)) {
       return absl::InternalError(absl::StrCat("send budget ", out.budget,
                                               " was found to be kept, and then was not"));
     }
   }
-  out.program = WithPrograms(in, std::move(outputs.kept), /*lowered=*/true);
+  out.program = WithPrograms(in, std::move(programs), /*lowered=*/true);
   return out;
 }
 
