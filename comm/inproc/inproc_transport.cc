@@ -5,14 +5,32 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/parallel_for.h"
 #include "base/status_macros.h"
 #include "comm/fabric_transport.h"
 #include "comm/world.h"
 
 namespace jitpipe {
 
+namespace {
+
+// Long enough for a handful of empty actions on the peer's core.
+constexpr absl::Duration kSpinWhenEveryRankHasACore = absl::Microseconds(50);
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace
+
 InProcessFabric::InProcessFabric(int size, std::function<void()> on_abort)
-    : size_(size), on_abort_(std::move(on_abort)) {}
+    : size_(size),
+      on_abort_(std::move(on_abort)),
+      spin_(size <= DefaultThreads() ? kSpinWhenEveryRankHasACore : absl::ZeroDuration()) {}
 
 absl::Status InProcessFabric::AddGroups(absl::Span<const Group> groups) {
   RETURN_IF_ERROR(CheckGroups(groups, size_));
@@ -28,8 +46,8 @@ void InProcessFabric::Abort(int rank, const std::string& reason) {
     aborted_ = true;
     abort_message_ = absl::StrCat("rank ", rank, " failed: ", reason);
     for (auto& [id, request] : requests_) {
-      if (!request.done) {
-        request.done = true;
+      if (!request.done.load(std::memory_order_relaxed)) {
+        request.done.store(true, std::memory_order_release);
         request.status = absl::AbortedError(absl::StrCat(abort_message_, " (while waiting for ",
                                                          request.what.ToString(), ")"));
       }
@@ -78,8 +96,8 @@ RequestId InProcessFabric::NewRequest(OpLabel what) {
 
 void InProcessFabric::Complete(RequestId id, absl::Status status) {
   Request& r = requests_[id];
-  r.done = true;
   r.status = std::move(status);
+  r.done.store(true, std::memory_order_release);
 }
 
 absl::StatusOr<RequestId> InProcessFabric::Send(int self, int peer, uint64_t tag,
@@ -166,7 +184,7 @@ absl::StatusOr<bool> InProcessFabric::Test(RequestId id) {
   absl::MutexLock lock(&mu_);
   auto it = requests_.find(id);
   if (it == requests_.end()) return absl::NotFoundError(absl::StrCat("unknown request ", id));
-  if (!it->second.done) return false;
+  if (!it->second.done.load(std::memory_order_relaxed)) return false;
   absl::Status status = it->second.status;
   requests_.erase(it);
   if (!status.ok()) return status;
@@ -174,12 +192,30 @@ absl::StatusOr<bool> InProcessFabric::Test(RequestId id) {
 }
 
 absl::Status InProcessFabric::Wait(RequestId id, absl::Duration timeout) {
+  const Request* request = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = requests_.find(id);
+    if (it == requests_.end()) return absl::NotFoundError(absl::StrCat("unknown request ", id));
+    if (it->second.done.load(std::memory_order_relaxed)) {
+      absl::Status status = std::move(it->second.status);
+      requests_.erase(it);
+      return status;
+    }
+    request = &it->second;
+  }
+  // Only Wait and Test for `id` erase its entry, and the caller owns `id`:
+  // the node stays where it is while the lock is released.
+  const absl::Time deadline = absl::Now() + timeout;
+  if (spin_ > absl::ZeroDuration()) {
+    const absl::Time spin_until = std::min(deadline, absl::Now() + spin_);
+    do {
+      for (int i = 0; i < 64 && !request->done.load(std::memory_order_acquire); ++i) CpuRelax();
+    } while (!request->done.load(std::memory_order_acquire) && absl::Now() < spin_until);
+  }
   absl::MutexLock lock(&mu_);
-  auto it = requests_.find(id);
-  if (it == requests_.end()) return absl::NotFoundError(absl::StrCat("unknown request ", id));
-  Request* request = &it->second;
-  auto done = [request]() { return request->done; };
-  if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
+  auto done = [request]() { return request->done.load(std::memory_order_relaxed); };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&done), deadline)) {
     return absl::DeadlineExceededError(absl::StrCat(
         "timed out after ", absl::FormatDuration(timeout), " waiting for ", request->what.ToString()));
   }

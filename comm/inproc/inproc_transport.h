@@ -18,11 +18,17 @@
 // order, so results are deterministic; members that post a different kind
 // or size of collective at the same position of their group fail.
 //
+// Waiting: Wait polls its request for a few tens of microseconds before it
+// sleeps when the world's ranks fit on the machine's hardware threads, so
+// a receive posted just before its send completes without a futex sleep
+// and wake; with more ranks than hardware threads it sleeps at once.
+//
 // Thread safety: the fabric and all its transports may be used from any
 // number of threads.
 #ifndef JITPIPE_COMM_INPROC_INPROC_TRANSPORT_H_
 #define JITPIPE_COMM_INPROC_INPROC_TRANSPORT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -84,7 +90,9 @@ class InProcessFabric {
 
  private:
   struct Request {
-    bool done = false;
+    // Written under mu_; read without it only by Wait's spin (a hint: the
+    // status is read under mu_ afterwards).
+    std::atomic<bool> done = false;
     absl::Status status;
     OpLabel what;
   };
@@ -129,6 +137,12 @@ class InProcessFabric {
 
   const int size_;
   const std::function<void()> on_abort_;
+  // How long Wait polls its request before sleeping on the lock: long
+  // enough to cover a peer's next action when every rank has a core of its
+  // own (a futex sleep and wake cost several microseconds on a VM, more
+  // than an empty action); zero when the ranks outnumber the hardware
+  // threads, where a spinning waiter would take the core its peer needs.
+  const absl::Duration spin_;
 
   mutable absl::Mutex mu_;
   RequestId last_id_ ABSL_GUARDED_BY(mu_) = 0;
