@@ -6,9 +6,17 @@
 //   BM_CostVsSimulate       `cost` stages spending the model's times: the
 //                           measured step against the simulator's makespan
 //                           (target: within 5% on 2 ranks; more ranks than
-//                           cores oversubscribe the machine).
+//                           cores oversubscribe the machine). The model's
+//                           transfers are free, while the in-process backend
+//                           copies every activation on the ranks' threads
+//                           (1 MiB: ~50-100 us out of cache here); the /4k
+//                           cases move 4 KiB, the runtime's own fidelity.
 // Each iteration runs kSteps steps on fresh threads; the manual time is the
-// sum of the step times (thread start-up excluded).
+// sum of the step times (thread start-up excluded). Both run the process as
+// `jitpipe replay` does (AsJitpipeReplay): with glibc's defaults every
+// 1 MiB buffer freed is unmapped or trimmed and faulted in again at its
+// next allocation, which on this VM (~10 us a page) made the cost stages'
+// step 1.5-2.8x the simulated one where the CLI measured 1.13x.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -16,6 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/process_heap.h"
 #include "bench/bench_support.h"
 #include "benchmark/benchmark.h"
 #include "stages/reference/cost_stage.h"
@@ -67,10 +76,17 @@ size_t MostActionsOnARank(const Schedule& s) {
   return most;
 }
 
-void BM_InterpreterOverhead(benchmark::State& state, Size size, BufferMode buffers) {
-  // As `jitpipe replay` does: abseil's deadlock detection (on in this build)
-  // would add a graph lookup to every transport and recorder lock.
+// What tools/main.cc and `jitpipe replay` set for the process: the CLI's
+// heap policy, and no abseil deadlock detection (on in this build), which
+// would add a graph lookup to every transport and recorder lock.
+void AsJitpipeReplay() {
+  static const bool heap = UseLargeProgramHeap(size_t{1} << 30);
+  benchmark::DoNotOptimize(heap);
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+}
+
+void BM_InterpreterOverhead(benchmark::State& state, Size size, BufferMode buffers) {
+  AsJitpipeReplay();
   absl::StatusOr<ReplayPlan> plan = PlanFor(size, Model());
   if (!CheckOk(state, plan.status())) return;
   NoopFactory factory;
@@ -95,21 +111,22 @@ void BM_InterpreterOverhead(benchmark::State& state, Size size, BufferMode buffe
          size.Items() * kSteps, static_cast<int64_t>(plan->schedule.TotalActions()) * kSteps);
 }
 
-// A model whose F, I and W each take `unit_us`, with 1 MiB activations.
-Model TimedModel(double unit_us) {
+// A model whose F, I and W each take `unit_us`, with `bytes` in every buffer.
+Model TimedModel(double unit_us, int64_t bytes) {
   Model model;
   model.defaults.forward_us = unit_us;
   model.defaults.backward_input_us = unit_us;
   model.defaults.backward_weight_us = unit_us;
-  model.defaults.input_bytes = int64_t{1} << 20;
-  model.defaults.output_bytes = int64_t{1} << 20;
-  model.defaults.stash_bytes = int64_t{1} << 20;
-  model.defaults.param_bytes = int64_t{1} << 20;
+  model.defaults.input_bytes = bytes;
+  model.defaults.output_bytes = bytes;
+  model.defaults.stash_bytes = bytes;
+  model.defaults.param_bytes = bytes;
   return model;
 }
 
-void BM_CostVsSimulate(benchmark::State& state, Size size, double unit_us) {
-  const Model model = TimedModel(unit_us);
+void BM_CostVsSimulate(benchmark::State& state, Size size, double unit_us, int64_t bytes) {
+  AsJitpipeReplay();
+  const Model model = TimedModel(unit_us, bytes);
   absl::StatusOr<ReplayPlan> plan = PlanFor(size, model);
   if (!CheckOk(state, plan.status())) return;
   absl::StatusOr<SimulationResult> sim = Simulate(plan->schedule, plan->executable, model);
@@ -146,13 +163,20 @@ BENCHMARK_CAPTURE(BM_InterpreterOverhead, tracked, kInterleaved2, BufferMode::kT
     ->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_InterpreterOverhead, arena, kInterleaved2, BufferMode::kArena)
     ->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_CostVsSimulate, 1f1b_pp2, kOneFOneB2, 1000.0)
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t k4KiB = 4096;
+
+BENCHMARK_CAPTURE(BM_CostVsSimulate, 1f1b_pp2, kOneFOneB2, 1000.0, kMiB)
     ->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_CostVsSimulate, interleaved_pp2, kInterleavedCost2, 1000.0)
+BENCHMARK_CAPTURE(BM_CostVsSimulate, interleaved_pp2, kInterleavedCost2, 1000.0, kMiB)
     ->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_CostVsSimulate, 1f1b_pp4, kOneFOneB4, 1000.0)
+BENCHMARK_CAPTURE(BM_CostVsSimulate, 1f1b_pp2/4k, kOneFOneB2, 1000.0, k4KiB)
     ->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_CostVsSimulate, 1f1b_pp8, kOneFOneB8, 1000.0)
+BENCHMARK_CAPTURE(BM_CostVsSimulate, interleaved_pp2/4k, kInterleavedCost2, 1000.0, k4KiB)
+    ->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_CostVsSimulate, 1f1b_pp4, kOneFOneB4, 1000.0, kMiB)
+    ->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_CostVsSimulate, 1f1b_pp8, kOneFOneB8, 1000.0, kMiB)
     ->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
 
 }  // namespace
