@@ -25,12 +25,20 @@ inline void CpuRelax() {
 #endif
 }
 
+template <typename T>
+std::vector<std::unique_ptr<T>> MakeTables(int size) {
+  std::vector<std::unique_ptr<T>> tables;
+  for (int r = 0; r < size; ++r) tables.push_back(std::make_unique<T>());
+  return tables;
+}
+
 }  // namespace
 
 InProcessFabric::InProcessFabric(int size, std::function<void()> on_abort)
     : size_(size),
       on_abort_(std::move(on_abort)),
-      spin_(size <= DefaultThreads() ? kSpinWhenEveryRankHasACore : absl::ZeroDuration()) {}
+      spin_(size <= DefaultThreads() ? kSpinWhenEveryRankHasACore : absl::ZeroDuration()),
+      tables_(MakeTables<RequestTable>(size)) {}
 
 absl::Status InProcessFabric::AddGroups(absl::Span<const Group> groups) {
   RETURN_IF_ERROR(CheckGroups(groups, size_));
@@ -45,11 +53,14 @@ void InProcessFabric::Abort(int rank, const std::string& reason) {
     if (aborted_) return;
     aborted_ = true;
     abort_message_ = absl::StrCat("rank ", rank, " failed: ", reason);
-    for (auto& [id, request] : requests_) {
-      if (!request.done.load(std::memory_order_relaxed)) {
-        request.done.store(true, std::memory_order_release);
-        request.status = absl::AbortedError(absl::StrCat(abort_message_, " (while waiting for ",
-                                                         request.what.ToString(), ")"));
+    for (const std::unique_ptr<RequestTable>& table : tables_) {
+      absl::MutexLock table_lock(&table->mu);
+      for (auto& [id, request] : table->requests) {
+        if (!request.done.load(std::memory_order_relaxed)) {
+          request.status = absl::AbortedError(absl::StrCat(
+              abort_message_, " (while waiting for ", request.what.ToString(), ")"));
+          request.done.store(true, std::memory_order_release);
+        }
       }
     }
   }
@@ -88,16 +99,32 @@ absl::Status InProcessFabric::CheckGroup(int self, const Group& group) const {
   return absl::OkStatus();
 }
 
-RequestId InProcessFabric::NewRequest(OpLabel what) {
-  RequestId id = ++last_id_;
-  requests_[id].what = std::move(what);
+InProcessFabric::RequestTable* InProcessFabric::TableOf(RequestId id) const {
+  const RequestId rank = id % static_cast<RequestId>(size_);
+  return id < static_cast<RequestId>(size_) ? nullptr : tables_[rank].get();
+}
+
+RequestId InProcessFabric::NewRequest(int self, OpLabel what) {
+  RequestTable& table = *tables_[self];
+  absl::MutexLock lock(&table.mu);
+  const RequestId id = ++table.last_seq * static_cast<RequestId>(size_) + self;
+  table.requests[id].what = std::move(what);
   return id;
 }
 
 void InProcessFabric::Complete(RequestId id, absl::Status status) {
-  Request& r = requests_[id];
+  RequestTable& table = *TableOf(id);
+  absl::MutexLock lock(&table.mu);
+  Request& r = table.requests[id];
   r.status = std::move(status);
   r.done.store(true, std::memory_order_release);
+}
+
+std::string InProcessFabric::Describe(RequestId id) const {
+  RequestTable& table = *TableOf(id);
+  absl::MutexLock lock(&table.mu);
+  auto it = table.requests.find(id);
+  return it == table.requests.end() ? absl::StrCat("request ", id) : it->second.what.ToString();
 }
 
 absl::StatusOr<RequestId> InProcessFabric::Send(int self, int peer, uint64_t tag,
@@ -106,7 +133,7 @@ absl::StatusOr<RequestId> InProcessFabric::Send(int self, int peer, uint64_t tag
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckPeer(self, peer));
   const OpLabel what = OpLabel::Send(peer, info);
-  RequestId id = NewRequest(what);
+  RequestId id = NewRequest(self, what);
   P2pKey key{self, peer, tag};
   auto waiting = recvs_.find(key);
   if (waiting != recvs_.end() && !waiting->second.empty()) {
@@ -126,7 +153,7 @@ absl::StatusOr<RequestId> InProcessFabric::Recv(int self, int peer, uint64_t tag
                                                 absl::Span<std::byte> bytes, const OpInfo& info) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckPeer(self, peer));
-  RequestId id = NewRequest(OpLabel::Receive(peer, info));
+  RequestId id = NewRequest(self, OpLabel::Receive(peer, info));
   P2pKey key{peer, self, tag};
   auto staged = staged_.find(key);
   if (staged != staged_.end() && !staged->second.empty()) {
@@ -163,7 +190,7 @@ absl::StatusOr<RequestId> InProcessFabric::PostCollective(int self, const Group&
     c.inputs.resize(members);
     c.outputs.resize(members);
   }
-  RequestId id = NewRequest(what);
+  RequestId id = NewRequest(self, what);
   if (c.reduce_scatter != reduce_scatter || c.count != input.size()) {
     Complete(id, absl::InvalidArgumentError(absl::StrCat(
                      "rank ", self, " posted a different collective or size at position ", seq,
@@ -181,25 +208,33 @@ absl::StatusOr<RequestId> InProcessFabric::PostCollective(int self, const Group&
 }
 
 absl::StatusOr<bool> InProcessFabric::Test(RequestId id) {
-  absl::MutexLock lock(&mu_);
-  auto it = requests_.find(id);
-  if (it == requests_.end()) return absl::NotFoundError(absl::StrCat("unknown request ", id));
+  RequestTable* table = TableOf(id);
+  if (table == nullptr) return absl::NotFoundError(absl::StrCat("unknown request ", id));
+  absl::MutexLock lock(&table->mu);
+  auto it = table->requests.find(id);
+  if (it == table->requests.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown request ", id));
+  }
   if (!it->second.done.load(std::memory_order_relaxed)) return false;
-  absl::Status status = it->second.status;
-  requests_.erase(it);
+  absl::Status status = std::move(it->second.status);
+  table->requests.erase(it);
   if (!status.ok()) return status;
   return true;
 }
 
 absl::Status InProcessFabric::Wait(RequestId id, absl::Duration timeout) {
+  RequestTable* table = TableOf(id);
+  if (table == nullptr) return absl::NotFoundError(absl::StrCat("unknown request ", id));
   const Request* request = nullptr;
   {
-    absl::MutexLock lock(&mu_);
-    auto it = requests_.find(id);
-    if (it == requests_.end()) return absl::NotFoundError(absl::StrCat("unknown request ", id));
+    absl::MutexLock lock(&table->mu);
+    auto it = table->requests.find(id);
+    if (it == table->requests.end()) {
+      return absl::NotFoundError(absl::StrCat("unknown request ", id));
+    }
     if (it->second.done.load(std::memory_order_relaxed)) {
       absl::Status status = std::move(it->second.status);
-      requests_.erase(it);
+      table->requests.erase(it);
       return status;
     }
     request = &it->second;
@@ -213,14 +248,14 @@ absl::Status InProcessFabric::Wait(RequestId id, absl::Duration timeout) {
       for (int i = 0; i < 64 && !request->done.load(std::memory_order_acquire); ++i) CpuRelax();
     } while (!request->done.load(std::memory_order_acquire) && absl::Now() < spin_until);
   }
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&table->mu);
   auto done = [request]() { return request->done.load(std::memory_order_relaxed); };
-  if (!mu_.AwaitWithDeadline(absl::Condition(&done), deadline)) {
+  if (!table->mu.AwaitWithDeadline(absl::Condition(&done), deadline)) {
     return absl::DeadlineExceededError(absl::StrCat(
         "timed out after ", absl::FormatDuration(timeout), " waiting for ", request->what.ToString()));
   }
   absl::Status status = request->status;
-  requests_.erase(id);
+  table->requests.erase(id);
   return status;
 }
 
@@ -228,7 +263,7 @@ void InProcessFabric::Deliver(const PendingRecv& recv, absl::Span<const std::byt
                               const OpLabel& send_what) {
   if (bytes.size() != recv.bytes.size()) {
     Complete(recv.id, absl::InvalidArgumentError(absl::StrCat(
-                          requests_[recv.id].what.ToString(), " expects ", recv.bytes.size(),
+                          Describe(recv.id), " expects ", recv.bytes.size(),
                           " bytes but the matching ", send_what.ToString(), " has ", bytes.size())));
     return;
   }

@@ -18,10 +18,15 @@
 // order, so results are deterministic; members that post a different kind
 // or size of collective at the same position of their group fail.
 //
-// Waiting: Wait polls its request for a few tens of microseconds before it
-// sleeps when the world's ranks fit on the machine's hardware threads, so
-// a receive posted just before its send completes without a futex sleep
-// and wake; with more ranks than hardware threads it sleeps at once.
+// Requests: each rank's live in a table of its own, with its own lock,
+// which Test and Wait take alone; a post takes the fabric's lock (the
+// mailboxes) and, to create or complete a request, its owner's table lock
+// inside it. So a rank polling its requests does not queue behind the other
+// ranks' posts. Wait polls its request for a few tens of microseconds
+// before it sleeps when the world's ranks fit on the machine's hardware
+// threads, so a receive posted just before its send completes without a
+// futex sleep and wake; with more ranks than hardware threads it sleeps at
+// once.
 //
 // Thread safety: the fabric and all its transports may be used from any
 // number of threads.
@@ -90,11 +95,20 @@ class InProcessFabric {
 
  private:
   struct Request {
-    // Written under mu_; read without it only by Wait's spin (a hint: the
-    // status is read under mu_ afterwards).
+    // Written under its table's lock; read without it only by Wait's poll
+    // (the status is read under the lock afterwards).
     std::atomic<bool> done = false;
     absl::Status status;
     OpLabel what;
+  };
+  // One rank's requests. Ids are seq * size + rank (seq >= 1), so an id
+  // names its table.
+  struct RequestTable {
+    absl::Mutex mu;
+    uint64_t last_seq ABSL_GUARDED_BY(mu) = 0;
+    // node_hash_map: Wait keeps a pointer to its Request while the lock is
+    // released (polling, and inside Await), and posts insert meanwhile.
+    absl::node_hash_map<RequestId, Request> requests ABSL_GUARDED_BY(mu);
   };
   struct P2pKey {
     int src;
@@ -127,8 +141,13 @@ class InProcessFabric {
 
   absl::Status CheckPeer(int self, int peer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckGroup(int self, const Group& group) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  RequestId NewRequest(OpLabel what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The table of the rank that posted `id`; null for an id no rank made.
+  RequestTable* TableOf(RequestId id) const;
+  // Requests are created and completed under mu_ (the matching decides),
+  // and the owner's table lock (taken inside; never the other way round).
+  RequestId NewRequest(int self, OpLabel what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Complete(RequestId id, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string Describe(RequestId id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Copies a send's bytes into a posted receive and completes the receive.
   void Deliver(const PendingRecv& recv, absl::Span<const std::byte> bytes,
                const OpLabel& send_what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -144,11 +163,9 @@ class InProcessFabric {
   // threads, where a spinning waiter would take the core its peer needs.
   const absl::Duration spin_;
 
+  const std::vector<std::unique_ptr<RequestTable>> tables_;  // by rank
+
   mutable absl::Mutex mu_;
-  RequestId last_id_ ABSL_GUARDED_BY(mu_) = 0;
-  // node_hash_map: Wait() keeps a pointer to its Request while the lock is
-  // released inside Await, and other threads insert meanwhile.
-  absl::node_hash_map<RequestId, Request> requests_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<P2pKey, std::deque<PendingRecv>> recvs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<P2pKey, std::deque<StagedSend>> staged_ ABSL_GUARDED_BY(mu_);
   std::set<std::vector<int>> groups_ ABSL_GUARDED_BY(mu_);  // requested
