@@ -45,7 +45,7 @@ void BM_Chain(benchmark::State& state, Size size, bool distinct, double target_m
                                                      .microbatches = size.microbatches,
                                                      .stages_per_rank = size.stages_per_rank});
       if (!CheckOk(state, generated.status())) break;
-      lowered = Lower(*generated);
+      lowered = Lower(*std::move(generated));
     }
     if (!CheckOk(state, lowered.status())) break;
     if (!CheckOk(state, Validate(*lowered))) break;

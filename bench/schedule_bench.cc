@@ -8,6 +8,8 @@
 // validate, which also matches every send and proves the lowered program
 // deadlock-free, has its target at pp128 v4 m1024 (about 3M lowered
 // actions): under 0.5 s.
+#include <utility>
+
 #include "absl/status/status.h"
 #include "bench/bench_support.h"
 #include "benchmark/benchmark.h"
@@ -77,9 +79,9 @@ void BM_Validate(benchmark::State& state, Size size, CommSemantics semantics) {
   Report(state, size.Label(), size.Items(), static_cast<int64_t>(lowered.TotalActions()));
 }
 
-// Generate, lower and, when `validate`, Validate(). Without it this is what
-// PyTorch does when it builds a schedule (see the file comment); with it,
-// more: Validate() matches every send and proves the lowered program
+// Generate, lower and, when `validate`, Validate(). Without Validate() this
+// is what PyTorch does when it builds a schedule (see the file comment);
+// with it, more: Validate() matches every send and proves the lowered program
 // deadlock-free. With RecvPlacement::kEarly the lowering is PyTorch's own
 // (_add_send_recv).
 void GenerateLowerLoop(benchmark::State& state, Size size, RecvPlacement recv, bool validate,
@@ -88,7 +90,7 @@ void GenerateLowerLoop(benchmark::State& state, Size size, RecvPlacement recv, b
   for (auto _ : state) {
     absl::StatusOr<Schedule> schedule = Generate(OptionsFor(size));
     if (!CheckOk(state, schedule.status())) break;
-    absl::StatusOr<Schedule> lowered = Lower(*schedule, {.recv = recv});
+    absl::StatusOr<Schedule> lowered = Lower(*std::move(schedule), {.recv = recv});
     if (!CheckOk(state, lowered.status())) break;
     if (validate && !CheckOk(state, Validate(*lowered))) break;
     actions = static_cast<int64_t>(lowered->TotalActions());
@@ -108,14 +110,16 @@ void BM_GenerateLowerValidate(benchmark::State& state, Size size, RecvPlacement 
 // What PyTorch's runtime does before its first step, the work
 // bench/pytorch_side_by_side.py times on PyTorch's side: the order, the
 // structure check, UNSHARD/RESHARD and the sends and receives (Lower checks
-// the structure first).
+// the structure first). Here and above the generated schedule is handed to
+// Lower() by move, as `jitpipe lower --schedule` does: a copy of it would be
+// work that neither the CLI nor PyTorch does.
 void BM_PyTorchFrontHalf(benchmark::State& state, Size size) {
   int64_t actions = 0;
   for (auto _ : state) {
     absl::StatusOr<Schedule> schedule = Generate(OptionsFor(size));
     if (!CheckOk(state, schedule.status())) break;
     absl::StatusOr<Schedule> lowered =
-        Lower(*schedule, {.recv = RecvPlacement::kEarly, .fsdp = true});
+        Lower(*std::move(schedule), {.recv = RecvPlacement::kEarly, .fsdp = true});
     if (!CheckOk(state, lowered.status())) break;
     actions = static_cast<int64_t>(lowered->TotalActions());
     benchmark::DoNotOptimize(lowered->ranks.data());
