@@ -11,25 +11,35 @@
 namespace jitpipe {
 namespace {
 
-// The most of `intervals` ([alloc, free], both ends included) live at once,
-// and the largest one's bytes.
-PoolSize PoolOf(const std::vector<const Buffer*>& members) {
-  std::vector<std::pair<int32_t, int>> events;  // (time, +1 at alloc / -1 after free)
-  events.reserve(2 * members.size());
-  int64_t largest = 0;
+// The most of `members` live at once, each weighing weight(buffer), over
+// the rank's action indices, as differences: delta[i] is what changes at
+// index i (+ at an allocation, - after a free, so a slot given back after
+// action i is free for a receive posted at i + 1), and the prefix sums are
+// the live values. Sorting the events (frees first at one index) gives the
+// same maximum in O(n log n); this is O(n + last index).
+// REQUIRES: 0 <= alloc_index and 0 <= free_index for every member.
+template <typename T, typename Weight>
+T MostLive(const std::vector<const Buffer*>& members, Weight weight, std::vector<T>& delta) {
+  int32_t last = 0;
+  for (const Buffer* b : members) last = std::max({last, b->alloc_index, b->free_index + 1});
+  delta.assign(static_cast<size_t>(last) + 1, 0);
   for (const Buffer* b : members) {
-    events.push_back({b->alloc_index, +1});
-    events.push_back({b->free_index + 1, -1});
-    largest = std::max(largest, b->bytes);
+    delta[b->alloc_index] += weight(*b);
+    delta[b->free_index + 1] -= weight(*b);
   }
-  // At one time frees (-1) come before allocations: a slot given back after
-  // action i is free for a receive posted at i + 1.
-  std::sort(events.begin(), events.end());
-  int live = 0, most = 0;
-  for (const auto& [time, delta] : events) {
-    live += delta;
+  T live = 0, most = 0;
+  for (const T d : delta) {
+    live += d;
     most = std::max(most, live);
   }
+  return most;
+}
+
+// The most of `members` live at once, and the largest one's bytes.
+PoolSize PoolOf(const std::vector<const Buffer*>& members, std::vector<int>& scratch) {
+  int64_t largest = 0;
+  for (const Buffer* b : members) largest = std::max(largest, b->bytes);
+  const int most = MostLive(members, [](const Buffer&) { return 1; }, scratch);
   return {most, most * largest};
 }
 
@@ -39,19 +49,8 @@ RecvDirection DirectionOf(const Buffer& b) {
 
 // The most bytes of `members` live at once: no layout needs fewer.
 int64_t PeakBytes(const std::vector<const Buffer*>& members) {
-  std::vector<std::pair<int32_t, int64_t>> events;
-  events.reserve(2 * members.size());
-  for (const Buffer* b : members) {
-    events.push_back({b->alloc_index, b->bytes});
-    events.push_back({b->free_index + 1, -b->bytes});
-  }
-  std::sort(events.begin(), events.end());
-  int64_t live = 0, most = 0;
-  for (const auto& [time, delta] : events) {
-    live += delta;
-    most = std::max(most, live);
-  }
-  return most;
+  std::vector<int64_t> delta;
+  return MostLive(members, [](const Buffer& b) { return b.bytes; }, delta);
 }
 
 // Byte-exact (alignment 1), as the pools are counted; the search stops at a
@@ -101,17 +100,18 @@ RecvPools ComputeRecvPools(const RankBuffers& buffers, double arena_slack) {
     (d == RecvDirection::kForward ? forward : backward).push_back(&b);
     all.push_back(&b);
   }
+  std::vector<int> scratch;
   for (const auto& [key, members] : by_stage) {
-    const PoolSize size = PoolOf(members);
+    const PoolSize size = PoolOf(members, scratch);
     pools.per_stage.push_back({key.first, key.second, size});
     pools.stage_direction.slots += size.slots;
     pools.stage_direction.bytes += size.bytes;
   }
-  pools.forward = PoolOf(forward);
-  pools.backward = PoolOf(backward);
+  pools.forward = PoolOf(forward, scratch);
+  pools.backward = PoolOf(backward, scratch);
   pools.direction = {pools.forward.slots + pools.backward.slots,
                      pools.forward.bytes + pools.backward.bytes};
-  pools.rank_pool = PoolOf(all);
+  pools.rank_pool = PoolOf(all, scratch);
   pools.arena_bytes = ReceiveArenaBytes(all, buffers.num_actions, arena_slack);
   pools.receives = static_cast<int>(all.size());
   return pools;
