@@ -118,7 +118,7 @@ absl::StatusOr<ReplayPlan> PlanReplay(Schedule lowered, Model model, MemoryPolic
   std::vector<RankBuffers> buffers;
   buffers.reserve(out.plans.size());
   for (const RankMemoryPlan& plan : out.plans) buffers.push_back(plan.buffers);
-  ASSIGN_OR_RETURN(out.executable, BuildExecutable(lowered, model, buffers));
+  ASSIGN_OR_RETURN(out.executable, BuildExecutable(lowered, model, std::move(buffers)));
   out.schedule = std::move(lowered);
   out.model = std::move(model);
   return out;

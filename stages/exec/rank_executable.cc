@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "scheduler/execution/rank_cursor.h"
@@ -275,8 +276,13 @@ uint64_t TransferTag(const Schedule& s, ActionKind send_kind, int stage, int mic
   return key * 2 + (send_kind == ActionKind::kSendB ? 1 : 0);
 }
 
-absl::StatusOr<Executable> BuildExecutable(const Schedule& schedule, const Model& model,
-                                           absl::Span<const RankBuffers> buffers) {
+namespace {
+
+// BuildExecutable over rank r's buffers `buffers_of(r)`; `built(r)` runs once
+// rank r's executable no longer needs them.
+absl::StatusOr<Executable> Build(const Schedule& schedule, const Model& model,
+                                 absl::FunctionRef<const RankBuffers&(int)> buffers_of,
+                                 absl::FunctionRef<void(int)> built) {
   if (!schedule.lowered) {
     return absl::FailedPreconditionError(
         "execution needs a lowered program; run jitpipe lower first");
@@ -292,10 +298,26 @@ absl::StatusOr<Executable> BuildExecutable(const Schedule& schedule, const Model
   exe.ranks.reserve(schedule.pp);
   for (int r = 0; r < schedule.pp; ++r) {
     ASSIGN_OR_RETURN(RankExecutable rank,
-                     RankBuilder(schedule, costs, r, buffers[r], index).Build(model));
+                     RankBuilder(schedule, costs, r, buffers_of(r), index).Build(model));
     exe.ranks.push_back(std::move(rank));
+    built(r);
   }
   return exe;
+}
+
+}  // namespace
+
+absl::StatusOr<Executable> BuildExecutable(const Schedule& schedule, const Model& model,
+                                           absl::Span<const RankBuffers> buffers) {
+  return Build(
+      schedule, model, [&](int r) -> const RankBuffers& { return buffers[r]; }, [](int) {});
+}
+
+absl::StatusOr<Executable> BuildExecutable(const Schedule& schedule, const Model& model,
+                                           std::vector<RankBuffers>&& buffers) {
+  return Build(
+      schedule, model, [&](int r) -> const RankBuffers& { return buffers[r]; },
+      [&](int r) { buffers[r] = RankBuffers{}; });
 }
 
 absl::Status CheckExecutableFits(const Schedule& schedule, const Executable& executable) {

@@ -92,7 +92,7 @@ StepTimeFunction SimulatedStepTime(const Model& model) {
   return [model](const Schedule& s) -> absl::StatusOr<StepTime> {
     ASSIGN_OR_RETURN(std::vector<RankBuffers> buffers,
                      LifetimesOfEveryRank(s, model, {.policy = MemoryPolicy::kJit}));
-    ASSIGN_OR_RETURN(Executable executable, BuildExecutable(s, model, buffers));
+    ASSIGN_OR_RETURN(Executable executable, BuildExecutable(s, model, std::move(buffers)));
     ASSIGN_OR_RETURN(SimulationResult sim, Simulate(s, executable, model));
     StepTime out{.makespan_us = sim.makespan_us, .rank_end_us = {}};
     for (const RankSimulation& rank : sim.ranks) out.rank_end_us.push_back(rank.end_us);
@@ -107,8 +107,8 @@ absl::StatusOr<Prediction> SimulatePlanned(Schedule lowered, const Model& model,
   out.lowered = std::move(lowered);
   out.reductions_modelled =
       model.dp.size <= 1 || HasAnyKind(out.lowered, {ActionKind::kReduceGrad});
-  ASSIGN_OR_RETURN(out.executable, BuildExecutable(out.lowered, model, buffers));
-  buffers = {};  // the executable has what the simulation needs
+  // Each rank's buffers go once its executable has what the simulation needs.
+  ASSIGN_OR_RETURN(out.executable, BuildExecutable(out.lowered, model, std::move(buffers)));
   ASSIGN_OR_RETURN(out.simulation, Simulate(out.lowered, out.executable, model,
                                             {.record_timeline = record_timeline}));
   return out;
