@@ -52,6 +52,8 @@ struct Transfer {
   int32_t recv_index = -1;  // program index of the RECV on dst_rank
   int64_t bytes = 0;
   uint64_t tag = 0;
+
+  bool operator==(const Transfer&) const = default;
 };
 
 // The buffers (ids into the rank's RankBuffers) one compute part touches;
@@ -64,6 +66,8 @@ struct PartBuffers {
   int32_t output_grad = kNoBuffer;
   int32_t input_grad = kNoBuffer;
   int32_t param_grad = kNoBuffer;
+
+  bool operator==(const PartBuffers&) const = default;
 };
 
 // One F, I, W or B (a compound has several).
@@ -76,6 +80,8 @@ struct ExecPart {
   // not a rule: drivers wait as the rank cursor says.
   int32_t consumes = kNoTransfer;
   PartBuffers buffers;
+
+  bool operator==(const ExecPart&) const = default;
 };
 
 struct ExecStep {
@@ -92,6 +98,8 @@ struct ExecStep {
   int32_t buffer = kNoBuffer;
   // The range of RankExecutable::parts.
   int32_t parts_begin = 0, parts_end = 0;
+
+  bool operator==(const ExecStep&) const = default;
 };
 
 struct RankExecutable {
