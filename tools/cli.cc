@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "absl/flags/reflection.h"
+#include "base/atomic_file.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,7 +13,31 @@ namespace jitpipe::cli {
 namespace {
 
 bool Accepts(const Command& command, absl::string_view name) {
-  return std::find(command.flags.begin(), command.flags.end(), name) != command.flags.end();
+  return std::find(command.flags.begin(), command.flags.end(), name) != command.flags.end() ||
+         std::find(std::begin(kProgramFlags), std::end(kProgramFlags), name) !=
+             std::end(kProgramFlags);
+}
+
+// How a path-valued flag is written on the command line.
+std::string FlagLabel(absl::string_view name) {
+  if (name == "output") return "-o";
+  std::string label = absl::StrCat("--", name);
+  std::replace(label.begin(), label.end(), '_', '-');
+  return label;
+}
+
+struct NamedPath {
+  std::string label;  // "-o", "the input", ...
+  std::string path;
+};
+
+// Two paths name the same regular file, or (when neither exists yet) are
+// the same text.
+bool SameRegularFile(const std::string& a, const std::string& b) {
+  absl::StatusOr<FileIdentity> ia = IdentifyFile(a);
+  absl::StatusOr<FileIdentity> ib = IdentifyFile(b);
+  if (ia.ok() && ib.ok()) return ia->regular && ib->regular && *ia == *ib;
+  return !ia.ok() && !ib.ok() && a == b;
 }
 
 bool IsBoolFlag(const absl::CommandLineFlag& flag) { return flag.IsOfType<bool>(); }
@@ -88,11 +113,45 @@ absl::Status ParseInvocation(const Command& command, const std::vector<std::stri
   return absl::OkStatus();
 }
 
+absl::Status CheckOutputsAreDistinct(const Command& command, const Invocation& invocation) {
+  std::vector<NamedPath> inputs, outputs;
+  for (const std::string& p : invocation.positional) inputs.push_back({"the input", p});
+  auto value = [&](absl::string_view name) -> std::string {
+    if (!Accepts(command, name) || !invocation.IsSet(name)) return "";
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    return flag == nullptr ? "" : flag->CurrentValue();
+  };
+  for (absl::string_view name : kInputFlags) {
+    if (std::string p = value(name); !p.empty()) inputs.push_back({FlagLabel(name), p});
+  }
+  for (absl::string_view name : kOutputFlags) {
+    if (std::string p = value(name); !p.empty()) outputs.push_back({FlagLabel(name), p});
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    for (const NamedPath& input : inputs) {
+      if (!SameRegularFile(outputs[i].path, input.path)) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          outputs[i].label, " ", outputs[i].path, " is ",
+          input.label == "the input" ? "the input" : absl::StrCat("the ", input.label, " input"),
+          " ", input.path, "; write it elsewhere"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (!SameRegularFile(outputs[i].path, outputs[j].path)) continue;
+      return absl::InvalidArgumentError(absl::StrCat(outputs[i].label, " ", outputs[i].path,
+                                                     " is also the ", outputs[j].label,
+                                                     " output; give each output its own file"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::string CommandHelp(const Command& command) {
   std::string out = absl::StrCat("usage: jitpipe ", command.synopsis, "\n\n", command.summary,
                                  "\n");
-  if (!command.flags.empty()) out += "\noptions:\n";
-  for (absl::string_view name : command.flags) {
+  std::vector<absl::string_view> flags = command.flags;
+  flags.insert(flags.end(), std::begin(kProgramFlags), std::end(kProgramFlags));
+  out += "\noptions:\n";
+  for (absl::string_view name : flags) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr) continue;
     std::string label = name == "output" ? "-o, --output" : absl::StrCat("--", name);

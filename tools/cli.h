@@ -42,6 +42,13 @@ struct Command {
   int (*run)(const Command& command, const Invocation& invocation) = nullptr;
 };
 
+// Flags every command accepts besides its own (--max-input-bytes).
+inline constexpr absl::string_view kProgramFlags[] = {"max_input_bytes"};
+// Flags that name files the command writes, and ones that name files it
+// reads (its positional arguments are inputs too).
+inline constexpr absl::string_view kOutputFlags[] = {"output", "trace", "svg"};
+inline constexpr absl::string_view kInputFlags[] = {"model"};
+
 // Every subcommand, in the order `jitpipe --help` lists them.
 const std::vector<Command>& AllCommands();
 
@@ -49,6 +56,13 @@ const std::vector<Command>& AllCommands();
 // flags. Errors: InvalidArgument describing the usage error.
 absl::Status ParseInvocation(const Command& command, const std::vector<std::string>& args,
                              Invocation& out);
+
+// Refuses outputs that would replace an input or another output: the same
+// regular file after following links (an output that does not exist yet
+// is compared by its path). Outputs that are not regular files (/dev/null,
+// a FIFO) may be shared. Errors: InvalidArgument
+//   "--trace s.json is the input s.json; write it elsewhere"
+absl::Status CheckOutputsAreDistinct(const Command& command, const Invocation& invocation);
 
 // --help text for one command, and for the program.
 std::string CommandHelp(const Command& command);

@@ -209,7 +209,7 @@ int RunCompare(const Command& command, const Invocation& invocation) {
   absl::StatusOr<PartitionChoice> partition = PartitionFromFlags();
   if (!partition.ok()) return UsageError(command, partition.status().message());
   const std::string model_path = absl::GetFlag(FLAGS_model);
-  absl::StatusOr<ModelFile> file = LoadModelFile(model_path);
+  absl::StatusOr<ModelFile> file = LoadModelFile(model_path, MaxInputBytes());
   if (!file.ok()) return Fail(command, file.status());
   if (file->layered()) {
     CompareOptions options{.pp = pp, .microbatches = mbs, .partition = *partition,

@@ -65,7 +65,7 @@ int RunAuto(const Command& command, const std::string& out) {
   if (model_path.empty()) return UsageError(command, "--schedule auto needs --model MODEL");
   absl::StatusOr<AutoScheduleOptions> options = AutoOptionsFromFlags();
   if (!options.ok()) return UsageError(command, options.status().message());
-  absl::StatusOr<ModelFile> model = LoadModelFile(model_path);
+  absl::StatusOr<ModelFile> model = LoadModelFile(model_path, MaxInputBytes());
   if (!model.ok()) return Fail(command, model.status());
   absl::StatusOr<AutoScheduleResult> result = AutoSchedule(*model, *options);
   if (!result.ok()) {

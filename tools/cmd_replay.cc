@@ -353,7 +353,7 @@ int RunReplay(const Command& command, const Invocation& invocation) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::optional<Model> model;
   if (const std::string model_path = absl::GetFlag(FLAGS_model); !model_path.empty()) {
-    absl::StatusOr<Model> loaded = LoadModel(model_path);
+    absl::StatusOr<Model> loaded = LoadModel(model_path, MaxInputBytes());
     if (!loaded.ok()) return Fail(command, loaded.status());
     model = *std::move(loaded);
   }

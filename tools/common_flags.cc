@@ -3,9 +3,35 @@
 #include <cstdio>
 
 #include "absl/flags/flag.h"
+#include "base/atomic_file.h"
+#include "base/byte_units.h"
 #include "scheduler/ir/schedule_io.h"
 #include "scheduler/ir/schedule_json.h"
 
+namespace jitpipe::cli {
+
+bool AbslParseFlag(absl::string_view text, ByteSizeFlag* out, std::string* error) {
+  absl::StatusOr<int64_t> bytes = ParseByteSize(text);
+  if (!bytes.ok()) {
+    *error = std::string(bytes.status().message());
+    return false;
+  }
+  if (*bytes <= 0) {
+    *error = "must be at least 1 byte";
+    return false;
+  }
+  out->bytes = *bytes;
+  return true;
+}
+
+std::string AbslUnparseFlag(ByteSizeFlag size) { return std::to_string(size.bytes); }
+
+}  // namespace jitpipe::cli
+
+ABSL_FLAG(jitpipe::cli::ByteSizeFlag, max_input_bytes,
+          jitpipe::cli::ByteSizeFlag{static_cast<int64_t>(jitpipe::kDefaultMaxInputBytes)},
+          "refuse input files and streams longer than this many bytes (1GiB = 1073741824; "
+          "units B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");
 ABSL_FLAG(std::string, output, "", "write the result to this file (.json or .csv)");
 ABSL_FLAG(bool, json, false, "print the result as JSON");
 ABSL_FLAG(bool, legacy_names, false,
@@ -23,10 +49,14 @@ ABSL_FLAG(bool, overlap, false,
 
 namespace jitpipe::cli {
 
+std::uint64_t MaxInputBytes() {
+  return static_cast<std::uint64_t>(absl::GetFlag(FLAGS_max_input_bytes).bytes);
+}
+
 absl::StatusOr<Schedule> LoadInputSchedule(const std::string& path) {
   CsvReadOptions options;
   options.legacy_backward_names = absl::GetFlag(FLAGS_legacy_names);
-  return LoadSchedule(path, options);
+  return LoadSchedule(path, options, MaxInputBytes());
 }
 
 GenerateOptions GenerateOptionsFromFlags() {

@@ -2,14 +2,29 @@
 #ifndef JITPIPE_TOOLS_COMMON_FLAGS_H_
 #define JITPIPE_TOOLS_COMMON_FLAGS_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/flags/declare.h"
+#include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
 #include "scheduler/generators/generate.h"
 #include "scheduler/ir/schedule.h"
 
+namespace jitpipe::cli {
+// A byte size on the command line ("1GiB", "200MB", "4096"; base/byte_units.h),
+// so that a malformed size is a usage error found while parsing.
+struct ByteSizeFlag {
+  std::int64_t bytes = 0;
+};
+bool AbslParseFlag(absl::string_view text, ByteSizeFlag* out, std::string* error);
+std::string AbslUnparseFlag(ByteSizeFlag size);
+}  // namespace jitpipe::cli
+
 ABSL_DECLARE_FLAG(std::string, output);
+// Accepted by every command (cli.h: kProgramFlags): input files and streams
+// longer than this are refused.
+ABSL_DECLARE_FLAG(jitpipe::cli::ByteSizeFlag, max_input_bytes);
 ABSL_DECLARE_FLAG(bool, json);
 ABSL_DECLARE_FLAG(bool, legacy_names);
 ABSL_DECLARE_FLAG(std::string, model);
@@ -23,7 +38,11 @@ ABSL_DECLARE_FLAG(int, stages_per_rank);
 
 namespace jitpipe::cli {
 
-// Loads the schedule at `path` (JSON or CSV), honouring --legacy_names.
+// --max-input-bytes.
+std::uint64_t MaxInputBytes();
+
+// Loads the schedule at `path` (JSON or CSV), honouring --legacy_names and
+// --max-input-bytes.
 absl::StatusOr<Schedule> LoadInputSchedule(const std::string& path);
 
 // The built-in schedule --schedule, --pp, --microbatches and

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/process_heap.h"
+#include "base/temp_file_cleanup.h"
 #include "tools/cli.h"
 
 #ifndef JITPIPE_VERSION
@@ -40,6 +41,10 @@ int main(int argc, char** argv) {
     jitpipe::cli::Invocation invocation;
     absl::Status parsed = jitpipe::cli::ParseInvocation(command, rest, invocation);
     if (!parsed.ok()) return jitpipe::cli::UsageError(command, parsed.message());
+    absl::Status distinct = jitpipe::cli::CheckOutputsAreDistinct(command, invocation);
+    if (!distinct.ok()) return jitpipe::cli::UsageError(command, distinct.message());
+    // A temporary output file is removed when the run is interrupted.
+    jitpipe::InstallTempFileCleanupOnSignals();
     return command.run(command, invocation);
   }
   std::fprintf(stderr, "jitpipe: unknown command \"%s\"\n\n%s", args[0].c_str(),

@@ -3,6 +3,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "scheduler/ir/model_file.h"
+#include "tools/common_flags.h"
 
 ABSL_FLAG(std::string, layout, "",
           "version 2 models: the layers of each stage, Megatron's layout string, e.g. "
@@ -27,7 +28,7 @@ absl::StatusOr<PartitionChoice> PartitionFromFlags() {
 absl::StatusOr<StagedModel> LoadModelForSchedule(const std::string& path,
                                                  const Schedule& schedule,
                                                  const PartitionChoice& choice) {
-  absl::StatusOr<ModelFile> file = LoadModelFile(path);
+  absl::StatusOr<ModelFile> file = LoadModelFile(path, MaxInputBytes());
   if (!file.ok()) return file.status();
   absl::StatusOr<StagedModel> staged = ModelForSchedule(*file, schedule, choice);
   if (!staged.ok()) {

@@ -256,8 +256,8 @@ absl::StatusOr<Model> ParseModelJson(absl::string_view text) {
   return FromDocument(doc);
 }
 
-absl::StatusOr<Model> LoadModel(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+absl::StatusOr<Model> LoadModel(const std::string& path, std::uint64_t max_bytes) {
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path, max_bytes));
   absl::StatusOr<Model> model = ParseModelJson(text);
   if (!model.ok()) {
     return absl::Status(model.status().code(),

@@ -57,6 +57,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/atomic_file.h"
 #include "absl/strings/string_view.h"
 #include "scheduler/ir/action.h"
 
@@ -194,8 +195,10 @@ absl::Status CheckModelFits(const Model& model, int num_stages);
 absl::StatusOr<Model> ParseModelJson(absl::string_view text);
 
 // Reads and parses a model file; every error message starts with the path.
-// Errors: NotFound / Unavailable for I/O, InvalidArgument for content.
-absl::StatusOr<Model> LoadModel(const std::string& path);
+// Errors: NotFound / Unavailable for I/O, InvalidArgument for content,
+// ResourceExhausted for a file longer than `max_bytes`.
+absl::StatusOr<Model> LoadModel(const std::string& path,
+                                std::uint64_t max_bytes = kDefaultMaxInputBytes);
 
 }  // namespace jitpipe
 

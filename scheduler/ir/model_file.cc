@@ -22,8 +22,8 @@ absl::StatusOr<ModelFile> ParseModelFileJson(absl::string_view text) {
   return out;
 }
 
-absl::StatusOr<ModelFile> LoadModelFile(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+absl::StatusOr<ModelFile> LoadModelFile(const std::string& path, std::uint64_t max_bytes) {
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path, max_bytes));
   absl::StatusOr<ModelFile> model = ParseModelFileJson(text);
   if (!model.ok()) {
     return absl::Status(model.status().code(),

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/atomic_file.h"
 #include "scheduler/ir/layered_model.h"
 #include "scheduler/ir/model.h"
 
@@ -28,8 +29,10 @@ struct ModelFile {
 absl::StatusOr<ModelFile> ParseModelFileJson(absl::string_view text);
 
 // Reads and parses a model file; every error message starts with the path.
-// Errors: NotFound / Unavailable for I/O, InvalidArgument for content.
-absl::StatusOr<ModelFile> LoadModelFile(const std::string& path);
+// Errors: NotFound / Unavailable for I/O, InvalidArgument for content,
+// ResourceExhausted for a file longer than `max_bytes`.
+absl::StatusOr<ModelFile> LoadModelFile(const std::string& path,
+                                        std::uint64_t max_bytes = kDefaultMaxInputBytes);
 
 }  // namespace jitpipe
 

@@ -31,8 +31,9 @@ absl::StatusOr<ScheduleFileFormat> FormatForOutput(const std::string& path) {
 }
 
 absl::StatusOr<Schedule> LoadSchedule(const std::string& path,
-                                      const CsvReadOptions& csv_options) {
-  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+                                      const CsvReadOptions& csv_options,
+                                      std::uint64_t max_bytes) {
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path, max_bytes));
   bool json = absl::EndsWithIgnoreCase(path, ".json") ||
               (!absl::EndsWithIgnoreCase(path, ".csv") && LooksLikeJson(text));
   absl::StatusOr<Schedule> schedule =

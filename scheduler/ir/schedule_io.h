@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/atomic_file.h"
 #include "scheduler/ir/schedule.h"
 #include "scheduler/ir/schedule_csv.h"
 
@@ -20,9 +21,11 @@ absl::StatusOr<ScheduleFileFormat> FormatForOutput(const std::string& path);
 
 // Reads and parses a schedule file. Every error message starts with the
 // path: "sched.csv: line 3, cell 18 (rank 2, index 17) ...".
-// Errors: NotFound / Unavailable for I/O, InvalidArgument for content.
+// Errors: NotFound / Unavailable for I/O, InvalidArgument for content,
+// ResourceExhausted for a file longer than `max_bytes` (base/atomic_file.h).
 absl::StatusOr<Schedule> LoadSchedule(const std::string& path,
-                                      const CsvReadOptions& csv_options = {});
+                                      const CsvReadOptions& csv_options = {},
+                                      std::uint64_t max_bytes = kDefaultMaxInputBytes);
 
 // Writes the schedule atomically in the format the extension names.
 absl::Status SaveSchedule(const std::string& path, const Schedule& schedule);

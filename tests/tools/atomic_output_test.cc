@@ -1,23 +1,26 @@
 // Every file the CLI writes goes through base/atomic_file.h: a writer killed
-// at any point leaves the old file, byte for byte, or the complete new one;
-// never part of a file. (Schedules, plan and simulation traces and SVGs are
-// tested here; replay traces use the same ChromeTraceWriter::ToFile and
-// flight records the same WriteFileAtomically, with outputs too small to
-// kill reliably mid-way.) Each writer below is started over an existing
-// output and SIGKILLed as soon as its temporary file ("OUT.tmp.XXXXXX", next
-// to OUT) is created or first written to, watched with inotify.
-//
-// What a SIGKILL leaves behind: the temporary file, which no destructor
-// could remove. The destination is intact and the next run writes a fresh
-// temporary of its own, so the leftover is only litter.
+// or interrupted at any point leaves the old file, byte for byte, or the
+// complete new one; never part of a file, and no temporary file behind.
+// (Schedules, plan and simulation traces and SVGs are tested here; replay
+// traces use the same ChromeTraceWriter::ToFile and flight records the same
+// WriteFileAtomically, with outputs too small to kill reliably mid-way.)
+// Each writer below is started over an existing output and sent a signal as
+// soon as its temporary file is open, or first written to, as its
+// /proc/PID/fd shows (the temporary is anonymous, O_TMPFILE, so no directory
+// event announces it). Outputs that are not regular files (a FIFO, a device
+// node) are written in place and stay what they were; an output that is an
+// input is refused.
 #include <signal.h>
-#include <sys/inotify.h>
 #include <sys/wait.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -52,13 +55,13 @@ std::string ReadBytes(const std::string& path) {
   return out.str();
 }
 
-// Temporary files of `out` left in its directory.
-std::vector<std::string> Temporaries(const std::string& dir, const std::string& out_name) {
+// Every entry of `dir` (names), to compare before and after a run.
+std::vector<std::string> Entries(const std::string& dir) {
   std::vector<std::string> found;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(out_name + ".tmp.", 0) == 0) found.push_back(entry.path().string());
+    found.push_back(entry.path().filename().string());
   }
+  std::sort(found.begin(), found.end());
   return found;
 }
 
@@ -81,44 +84,46 @@ pid_t Spawn(const std::vector<std::string>& args) {
 
 enum class KillAt { kCreate, kFirstWrite };
 
-// Runs `args` and SIGKILLs it at the first inotify event `when` on a
-// temporary of `out_name` in `dir`. Returns true when it was killed (false
-// when it exited first).
-bool RunAndKill(const std::vector<std::string>& args, const std::string& dir,
-                const std::string& out_name, KillAt when) {
-  const int inotify = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  EXPECT_GE(inotify, 0) << "inotify_init1";
-  const uint32_t mask = when == KillAt::kCreate ? IN_CREATE : IN_MODIFY;
-  EXPECT_GE(inotify_add_watch(inotify, dir.c_str(), mask), 0);
+// The size of the temporary file `pid` holds open in `dir` (an anonymous
+// O_TMPFILE shows as "DIR/#INODE (deleted)", a named one as
+// "DIR/.jitpipe-..."), or -1 while it holds none.
+long long TemporarySize(pid_t pid, const std::string& dir) {
+  const std::string fds = "/proc/" + std::to_string(pid) + "/fd";
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(fds, error)) {
+    char target[4096];
+    const ssize_t n = readlink(entry.path().c_str(), target, sizeof target - 1);
+    if (n <= 0) continue;
+    const std::string link(target, static_cast<size_t>(n));
+    if (link.rfind(dir + "/#", 0) != 0 && link.rfind(dir + "/.jitpipe-", 0) != 0) continue;
+    struct stat info;
+    if (stat(entry.path().c_str(), &info) == 0) return static_cast<long long>(info.st_size);
+  }
+  return -1;
+}
+
+// Runs `args` and sends `signal_number` when its temporary file in `dir` is
+// open (kCreate) or holds bytes (kFirstWrite). Returns true when the signal
+// ended it (false when it exited first).
+bool RunAndSignal(const std::vector<std::string>& args, const std::string& dir, KillAt when,
+                  int signal_number) {
   const pid_t pid = Spawn(args);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  bool killed = false;
-  alignas(inotify_event) char buf[4096];
-  while (!killed && std::chrono::steady_clock::now() < deadline) {
-    pollfd fd = {inotify, POLLIN, 0};
-    if (poll(&fd, 1, 50) > 0) {
-      ssize_t n = read(inotify, buf, sizeof buf);
-      for (char* p = buf; n > 0 && p < buf + n;) {
-        const auto* event = reinterpret_cast<const inotify_event*>(p);
-        if (event->len > 0 &&
-            std::string(event->name).rfind(out_name + ".tmp.", 0) == 0) {
-          killed = kill(pid, SIGKILL) == 0;
-          break;
-        }
-        p += sizeof(inotify_event) + event->len;
-      }
+  bool sent = false;
+  while (!sent && std::chrono::steady_clock::now() < deadline) {
+    const long long size = TemporarySize(pid, dir);
+    if (size > (when == KillAt::kCreate ? -1 : 0)) {
+      sent = kill(pid, signal_number) == 0;
+      break;
     }
-    if (!killed && waitpid(pid, nullptr, WNOHANG) == pid) {
-      close(inotify);
-      return false;
-    }
+    if (waitpid(pid, nullptr, WNOHANG) == pid) return false;
+    usleep(200);
   }
-  if (!killed) kill(pid, SIGKILL);  // the deadline passed: fail below, don't leak
+  if (!sent) kill(pid, SIGKILL);  // the deadline passed: fail below, don't leak
   int status = 0;
   waitpid(pid, &status, 0);
-  close(inotify);
-  EXPECT_TRUE(killed) << "no temporary file of " << out_name << " appeared";
-  return killed && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+  EXPECT_TRUE(sent) << "no temporary file appeared in " << dir;
+  return sent && WIFSIGNALED(status) && WTERMSIG(status) == signal_number;
 }
 
 struct Writer {
@@ -161,50 +166,56 @@ class AtomicOutputTest : public ::testing::TestWithParam<Writer> {
   // The complete output of an uninterrupted run.
   std::string CompleteOutput() {
     WriteTextFile(Out(), kOldContents);
+    entries_ = Entries(dir_);
     EXPECT_EQ(RunCli(Args()).exit_code, 0);
-    EXPECT_TRUE(Temporaries(dir_, GetParam().out_name).empty());
+    EXPECT_EQ(Entries(dir_), entries_);
     const std::string complete = ReadBytes(Out());
     EXPECT_NE(complete, kOldContents);
     return complete;
   }
 
-  // Kills the writer kTrials times at `when`; each time the output must be
-  // the old file or the complete new one, and at least one kill must have
-  // hit the writer while its temporary existed (the old file survived).
-  void KillRepeatedly(KillAt when) {
+  // Signals the writer `trials` times at `when`; each time the output must be
+  // the old file or the complete new one, the folder must hold what it held
+  // before (no temporary left, whatever the signal), and at least one signal
+  // must have hit the writer while its temporary was open.
+  void SignalRepeatedly(KillAt when, int signal_number, int trials) {
     const std::string complete = CompleteOutput();
-    int caught = 0;   // killed while the temporary existed
-    int partial = 0;  // ... and held part of the output
-    for (int trial = 0; trial < kTrials; ++trial) {
-      for (const std::string& t : Temporaries(dir_, GetParam().out_name)) {
-        std::filesystem::remove(t);
-      }
+    int caught = 0;
+    for (int trial = 0; trial < trials; ++trial) {
       WriteTextFile(Out(), kOldContents);
-      const bool killed = RunAndKill(Args(), dir_, GetParam().out_name, when);
+      const bool ended = RunAndSignal(Args(), dir_, when, signal_number);
       const std::string now = ReadBytes(Out());
+      EXPECT_EQ(Entries(dir_), entries_) << "left behind, trial " << trial;
       if (now == kOldContents) {
-        EXPECT_TRUE(killed) << "the writer exited without replacing " << Out();
-        // The temporary is what a SIGKILL leaves behind.
-        const std::vector<std::string> left = Temporaries(dir_, GetParam().out_name);
-        ASSERT_EQ(left.size(), 1u);
-        if (std::filesystem::file_size(left[0]) < complete.size()) ++partial;
+        EXPECT_TRUE(ended) << "the writer exited without replacing " << Out();
         ++caught;
       } else {
         ASSERT_EQ(now.size(), complete.size()) << "a partial file, trial " << trial;
         ASSERT_TRUE(now == complete) << "a corrupt file, trial " << trial;
       }
     }
-    EXPECT_GT(caught, 0) << "every writer finished before the kill";
+    EXPECT_GT(caught, 0) << "every writer finished before the signal";
     RecordProperty("caught", caught);
-    RecordProperty("partial", partial);
   }
 
+  std::vector<std::string> entries_;
   std::string dir_;
 };
 
-TEST_P(AtomicOutputTest, KilledWhenTheTemporaryIsCreated) { KillRepeatedly(KillAt::kCreate); }
+TEST_P(AtomicOutputTest, KilledWhenTheTemporaryIsCreated) {
+  SignalRepeatedly(KillAt::kCreate, SIGKILL, kTrials);
+}
 
-TEST_P(AtomicOutputTest, KilledAtTheFirstWrite) { KillRepeatedly(KillAt::kFirstWrite); }
+TEST_P(AtomicOutputTest, KilledAtTheFirstWrite) {
+  SignalRepeatedly(KillAt::kFirstWrite, SIGKILL, kTrials);
+}
+
+TEST_P(AtomicOutputTest, InterruptedOrTerminatedMidWrite) {
+  for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) {
+    SCOPED_TRACE(strsignal(signal_number));
+    SignalRepeatedly(KillAt::kFirstWrite, signal_number, 1);
+  }
+}
 
 INSTANTIATE_TEST_SUITE_P(
     Writers, AtomicOutputTest,
@@ -224,6 +235,75 @@ INSTANTIATE_TEST_SUITE_P(
                {"render", "{dir}/in.json", "--model", "{dir}/model.json", "-o",
                 "{dir}/out.svg"}}),
     [](const ::testing::TestParamInfo<Writer>& test) { return test.param.name; });
+
+// Outputs that are not regular files: a FIFO (read by a reader opened
+// first, so a writer that replaced it leaves the reader with nothing rather
+// than waiting) and a character device node made here (/dev/null's
+// numbers; skipped without CAP_MKNOD). Both stay what they were.
+TEST(AtomicOutputSpecialFileTest, FifoAndDeviceOutputsAreWrittenInPlace) {
+  const std::string dir = MakeTempDir("special_out");
+  ASSERT_EQ(RunCli({"generate", "--schedule", "1f1b", "--pp", "4", "--microbatches", "8", "-o",
+                    dir + "/s.json"}).exit_code, 0);
+  WriteTextFile(dir + "/model.json",
+                R"({"format": "jitpipe.model", "version": 1, "defaults": {"forward_us": 1,
+                    "backward_input_us": 1, "backward_weight_us": 1, "input_bytes": 1024,
+                    "output_bytes": 1024, "stash_bytes": 4096, "param_bytes": 65536}})");
+  const std::string fifo = dir + "/trace.json";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  // Big enough to fill the pipe: the reader drains it while the CLI runs.
+  const pid_t writer = Spawn({"simulate", dir + "/s.json", "--model", dir + "/model.json",
+                              "--trace", fifo});
+  std::string received;
+  char buf[65536];
+  int status = 0;
+  for (bool done = false; !done;) {
+    done = waitpid(writer, &status, WNOHANG) == writer;
+    for (ssize_t n; (n = read(reader, buf, sizeof buf)) > 0;) received.append(buf, n);
+    if (!done) usleep(1000);
+  }
+  close(reader);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_NE(received.find("\"traceEvents\""), std::string::npos) << received.size();
+  struct stat info;
+  ASSERT_EQ(lstat(fifo.c_str(), &info), 0);
+  EXPECT_TRUE(S_ISFIFO(info.st_mode));
+
+  const std::string node = dir + "/null";
+  if (mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
+    GTEST_SKIP() << "mknod needs CAP_MKNOD: " << std::strerror(errno);
+  }
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"plan", dir + "/s.json", "--model", dir + "/model.json",
+                                 "--trace", node},
+        std::vector<std::string>{"replay", dir + "/s.json", "--stage", "mlp", "--trace", node}}) {
+    EXPECT_EQ(RunCli(args).exit_code, 0) << args[0];
+    ASSERT_EQ(lstat(node.c_str(), &info), 0);
+    EXPECT_TRUE(S_ISCHR(info.st_mode)) << args[0];
+    EXPECT_EQ(info.st_rdev, makedev(1, 3)) << args[0];
+  }
+}
+
+// An output that is an input (by any path to the same file) is refused
+// before anything is written.
+TEST(AtomicOutputSpecialFileTest, AnOutputThatIsAnInputIsRefused) {
+  const std::string dir = MakeTempDir("out_is_in");
+  ASSERT_EQ(RunCli({"generate", "--schedule", "1f1b", "--pp", "2", "--microbatches", "4", "-o",
+                    dir + "/s.json"}).exit_code, 0);
+  const std::string before = ReadBytes(dir + "/s.json");
+  ASSERT_EQ(symlink("s.json", (dir + "/link.json").c_str()), 0);
+  testing::CliResult same = RunCli({"simulate", dir + "/s.json", "--model", dir + "/s.json",
+                                    "--trace", dir + "/link.json"});
+  EXPECT_EQ(same.exit_code, 2);
+  EXPECT_NE(same.err.find("--trace " + dir + "/link.json is the input " + dir + "/s.json"),
+            std::string::npos) << same.err;
+  testing::CliResult convert = RunCli({"convert", dir + "/link.json", "-o", dir + "/s.json"});
+  EXPECT_EQ(convert.exit_code, 2);
+  EXPECT_NE(convert.err.find("-o " + dir + "/s.json is the input"), std::string::npos)
+      << convert.err;
+  EXPECT_EQ(ReadBytes(dir + "/s.json"), before);
+}
 
 }  // namespace
 }  // namespace jitpipe::atomic_output_test

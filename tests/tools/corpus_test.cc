@@ -131,7 +131,10 @@ TEST_P(CorpusTest, RefusedCleanly) {
   EXPECT_THAT(r.err, StartsWith("jitpipe"));
   EXPECT_TRUE(IsCleanText(r.err)) << "stderr is not clean UTF-8 text: " << r.err;
   for (const std::string& fragment : c.expect) EXPECT_THAT(r.err, HasSubstr(fragment));
-  const std::vector<std::string> files = NamedFiles(c);
+  std::vector<std::string> files = NamedFiles(c);
+  for (const std::string& arg : c.args) {
+    if (arg.rfind("/dev/", 0) == 0) files.push_back(arg);  // a device as input
+  }
   if (c.exit == 1 && !files.empty()) {
     const std::string first_line = r.err.substr(0, r.err.find('\n'));
     bool named = false;
