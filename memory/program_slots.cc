@@ -12,7 +12,7 @@ namespace jitpipe {
 
 ProgramSlots::ProgramSlots(const Schedule& schedule, const ProgramIndex& index, int rank)
     : schedule_(&schedule), index_(&index), rank_(rank),
-      stages_(RankToStages(schedule.stage_to_rank, schedule.pp)[rank]),
+      stages_(StagesOfRank(schedule.stage_to_rank, rank)),
       local_(schedule.num_stages(), kNoSlot) {
   for (size_t l = 0; l < stages_.size(); ++l) local_[stages_[l]] = static_cast<int>(l);
   stage_slots_.reserve(stages_.size());

@@ -46,9 +46,19 @@ absl::StatusOr<Schedule> Generate(const GenerateOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat(g->name, ": stages per rank must be at least 1, got ", v));
   }
+  if (options.pp > kMaxPipelineRanks) {
+    return absl::InvalidArgumentError(absl::StrCat(g->name, ": pp ", options.pp,
+                                                   " exceeds the limit of ", kMaxPipelineRanks,
+                                                   " pipeline ranks"));
+  }
   // Each factor is at most 2^31 - 1 and the limit far less, so checking
   // after each product keeps the arithmetic within int64.
   const int64_t stages = int64_t{options.pp} * v;
+  if (stages > kMaxStages) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        g->name, ": pp ", options.pp, " x stages per rank ", v, " = ", stages,
+        " stages exceeds the limit of ", kMaxStages, " stages"));
+  }
   if (stages > kMaxGeneratedWork || stages * options.microbatches > kMaxGeneratedWork) {
     return absl::InvalidArgumentError(absl::StrCat(
         g->name, ": pp ", options.pp, " x stages per rank ", v, " x microbatches ",

@@ -40,6 +40,14 @@ std::vector<int> StageToRank(Placement placement, int pp, int stages_per_rank) {
   return map;
 }
 
+std::vector<int> StagesOfRank(const std::vector<int>& stage_to_rank, int rank) {
+  std::vector<int> stages;
+  for (size_t s = 0; s < stage_to_rank.size(); ++s) {
+    if (stage_to_rank[s] == rank) stages.push_back(static_cast<int>(s));
+  }
+  return stages;
+}
+
 std::vector<std::vector<int>> RankToStages(const std::vector<int>& stage_to_rank, int pp) {
   std::vector<std::vector<int>> stages(pp);
   for (int s = 0; s < static_cast<int>(stage_to_rank.size()); ++s) {
@@ -67,6 +75,10 @@ Placement DetectPlacement(const std::vector<int>& stage_to_rank, int pp) {
 
 absl::Status ValidateHeader(const Schedule& s) {
   if (s.pp < 1) return absl::InvalidArgumentError(absl::StrCat("pp must be at least 1, got ", s.pp));
+  if (s.pp > kMaxPipelineRanks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pp ", s.pp, " exceeds the limit of ", kMaxPipelineRanks, " pipeline ranks"));
+  }
   if (s.stages_per_rank < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("stages_per_rank must be at least 1, got ", s.stages_per_rank));
@@ -79,6 +91,11 @@ absl::Status ValidateHeader(const Schedule& s) {
     return absl::InvalidArgumentError(absl::StrCat("chains must be at least 1, got ", s.chains));
   }
   const int64_t num_stages = int64_t{s.pp} * s.stages_per_rank;
+  if (num_stages > kMaxStages) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pp ", s.pp, " x stages_per_rank ", s.stages_per_rank, " = ", num_stages,
+        " stages exceeds the limit of ", kMaxStages, " stages"));
+  }
   if (static_cast<int64_t>(s.stage_to_rank.size()) != num_stages) {
     return absl::InvalidArgumentError(absl::StrCat(
         "stage_to_rank has ", s.stage_to_rank.size(), " entries; pp ", s.pp,

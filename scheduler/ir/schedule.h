@@ -47,6 +47,8 @@ std::vector<int> StageToRank(Placement placement, int pp, int stages_per_rank);
 
 // The stages each rank holds, ascending.
 std::vector<std::vector<int>> RankToStages(const std::vector<int>& stage_to_rank, int pp);
+// One rank's stages, ascending (RankToStages(...)[rank] without the others).
+std::vector<int> StagesOfRank(const std::vector<int>& stage_to_rank, int rank);
 
 struct Schedule {
   std::string name;  // generator name ("interleaved-1f1b"); "" when unknown
@@ -75,12 +77,21 @@ struct Schedule {
   friend bool operator==(const Schedule&, const Schedule&) = default;
 };
 
+// The largest pipeline the engine takes: 4096 ranks and 16384 stages (32x
+// and 32x the largest pipelines trained today). Per-rank work that is linear
+// in the stages (a rank's view of the stage table) then stays within a few
+// seconds for the whole program; schedules beyond are refused where they
+// are read or generated, naming the limit.
+inline constexpr int kMaxPipelineRanks = 4096;
+inline constexpr int kMaxStages = 16384;
+
 // Beyond this many stage-microbatch pairs a header must not claim more pairs
 // than its programs hold actions (see ValidateHeader).
 inline constexpr int64_t kMaxPairsBeyondPrograms = int64_t{1} << 20;
 
 // Checks the header fields against each other (and only the programs'
-// sizes): pp, stages_per_rank, microbatches and chains positive;
+// sizes): pp, stages_per_rank, microbatches and chains positive; pp at most
+// kMaxPipelineRanks and pp * stages_per_rank at most kMaxStages;
 // stage_to_rank has pp*stages_per_rank entries, each a rank in [0, pp), each
 // rank holding stages_per_rank stages; chains divides the stages and the
 // microbatches; `ranks` has pp programs; a named placement matches

@@ -15,68 +15,98 @@
 namespace jitpipe {
 namespace {
 
-struct Cell {
-  std::string text;
-  bool quoted = false;  // `""` is one empty cell, an empty line is no cell
-};
-using Row = std::vector<Cell>;
-
 std::string Where(size_t rank, size_t index) {
   return absl::StrCat("line ", rank + 1, ", cell ", index + 1, " (rank ", rank, ", index ",
                       index, ")");
 }
 
-// Splits CSV text into rows of cells (RFC 4180 quoting). A final line break
-// does not start a new row.
-absl::StatusOr<std::vector<Row>> SplitCsv(absl::string_view text) {
-  std::vector<Row> rows;
-  Row row;
-  std::string cell;
-  bool quoted = false;
-  bool was_quoted = false;
-  bool row_open = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
-        cell += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        cell += c;
+// Reads CSV text (RFC 4180 quoting) one cell at a time, so that nothing but
+// the programs grows with the input: an unquoted cell is a view of the text,
+// a quoted one is unescaped into one scratch string (valid until the next
+// call). A final line break does not start a new row.
+class CsvCells {
+ public:
+  struct Cell {
+    absl::string_view text;
+    bool quoted = false;  // `""` is one empty cell, an empty line is no cell
+    bool ends_row = false;
+  };
+
+  explicit CsvCells(absl::string_view text) : text_(text) {}
+
+  // The next cell, or false past the last one. Errors: InvalidArgument for a
+  // quoted cell that is not closed (naming its line).
+  absl::StatusOr<bool> Next(Cell& cell) {
+    if (pending_empty_) {  // the text ended right after a comma
+      pending_empty_ = false;
+      cell = Cell{"", false, true};
+      return true;
+    }
+    if (pos_ >= text_.size()) return false;
+    const size_t start = pos_;
+    bool quoted = false, was_quoted = false;
+    scratch_.clear();
+    for (; pos_ < text_.size(); ++pos_) {
+      const char c = text_[pos_];
+      if (quoted) {
+        if (c == '"' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '"') {
+          scratch_ += '"';
+          ++pos_;
+        } else if (c == '"') {
+          quoted = false;
+        } else {
+          scratch_ += c;
+        }
+        continue;
       }
-      continue;
+      if (c == '"') {
+        if (!was_quoted) scratch_.assign(text_.data() + start, pos_ - start);
+        quoted = was_quoted = true;
+      } else if (c == ',' || c == '\n' || c == '\r') {
+        cell = Finish(start, pos_, was_quoted, c != ',');
+        if (c == '\r' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '\n') ++pos_;
+        ++pos_;
+        if (c != ',') ++line_;
+        if (c == ',' && pos_ == text_.size()) pending_empty_ = true;
+        return true;
+      } else if (was_quoted) {
+        scratch_ += c;
+      }
     }
-    row_open = true;
-    if (c == '"') {
-      quoted = true;
-      was_quoted = true;
-    } else if (c == ',') {
-      row.push_back({std::move(cell), was_quoted});
-      cell.clear();
-      was_quoted = false;
-    } else if (c == '\n' || c == '\r') {
-      if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
-      row.push_back({std::move(cell), was_quoted});
-      cell.clear();
-      was_quoted = false;
-      rows.push_back(std::move(row));
-      row.clear();
-      row_open = false;
-    } else {
-      cell += c;
+    if (quoted) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("line ", line_ + 1, ": a quoted cell is not closed"));
     }
+    cell = Finish(start, pos_, was_quoted, true);
+    return true;
   }
-  if (quoted) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("line ", rows.size() + 1, ": a quoted cell is not closed"));
+
+  // Where the next cell starts.
+  size_t pos() const { return pos_; }
+
+ private:
+  Cell Finish(size_t start, size_t end, bool was_quoted, bool ends_row) const {
+    Cell cell;
+    cell.text = was_quoted ? absl::string_view(scratch_) : text_.substr(start, end - start);
+    cell.quoted = was_quoted;
+    cell.ends_row = ends_row;
+    return cell;
   }
-  if (row_open) {
-    row.push_back({std::move(cell), was_quoted});
-    rows.push_back(std::move(row));
-  }
-  return rows;
+
+  absl::string_view text_;
+  size_t pos_ = 0;
+  size_t line_ = 0;
+  bool pending_empty_ = false;
+  std::string scratch_;
+};
+
+// The number of cells on the line starting at `pos` (commas + 1, quotes not
+// considered): what a row's program reserves.
+size_t CellsOnLine(absl::string_view text, size_t pos) {
+  size_t end = text.find_first_of("\r\n", pos);
+  if (end == absl::string_view::npos) end = text.size();
+  return static_cast<size_t>(std::count(text.begin() + static_cast<ptrdiff_t>(pos),
+                                        text.begin() + static_cast<ptrdiff_t>(end), ',')) + 1;
 }
 
 bool IsBlank(absl::string_view s) {
@@ -158,31 +188,42 @@ absl::Status InferHeader(Schedule& s) {
 }  // namespace
 
 absl::StatusOr<Schedule> ParseScheduleCsv(absl::string_view text, const CsvReadOptions& options) {
-  ASSIGN_OR_RETURN(std::vector<Row> rows, SplitCsv(text));
-  if (rows.empty()) return absl::InvalidArgumentError("the CSV is empty: expected one row per rank");
   Schedule s;
-  for (size_t r = 0; r < rows.size(); ++r) {
-    RankProgram program;
+  CsvCells cells(text);
+  CsvCells::Cell cell;
+  RankProgram program;
+  bool row_started = false;
+  size_t row_start = 0;  // where the current row's text starts
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, cells.Next(cell));
+    if (!more) break;
+    const size_t r = s.ranks.size();
+    const bool first = !row_started;
+    row_started = true;
     // A line with nothing on it is a rank with an empty program.
-    if (!(rows[r].size() == 1 && rows[r][0].text.empty() && !rows[r][0].quoted)) {
-      program.reserve(rows[r].size());
-      for (size_t i = 0; i < rows[r].size(); ++i) {
-        const std::string& cell = rows[r][i].text;
-        if (IsBlank(cell)) {
-          program.push_back(Action::Bubble());
-          continue;
-        }
-        auto action = ParseAction(cell);
-        if (!action.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat(Where(r, i), " ", JsonQuote(cell), ": ",
-                                                         action.status().message()));
-        }
-        program.push_back(*std::move(action));
+    const bool empty_line = first && cell.ends_row && cell.text.empty() && !cell.quoted;
+    if (first && !empty_line) program.reserve(CellsOnLine(text, row_start));
+    if (empty_line) {
+    } else if (IsBlank(cell.text)) {
+      program.push_back(Action::Bubble());
+    } else {
+      absl::StatusOr<Action> action = ParseAction(cell.text);
+      if (!action.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(Where(r, program.size()), " ",
+                                                       JsonQuote(cell.text), ": ",
+                                                       action.status().message()));
       }
+      program.push_back(*std::move(action));
     }
-    if (options.legacy_backward_names) ApplyLegacyNames(program);
-    s.ranks.push_back(std::move(program));
+    if (cell.ends_row) {
+      if (options.legacy_backward_names) ApplyLegacyNames(program);
+      s.ranks.push_back(std::move(program));
+      program = RankProgram();
+      row_started = false;
+      row_start = cells.pos();
+    }
   }
+  if (s.ranks.empty()) return absl::InvalidArgumentError("the CSV is empty: expected one row per rank");
   RETURN_IF_ERROR(InferHeader(s));
   RETURN_IF_ERROR(ValidateHeader(s));
   return s;

@@ -15,7 +15,7 @@ MessageIndex::MessageIndex(const Schedule& s, const ProgramIndex& x)
       mbs_(static_cast<size_t>(s.microbatches_per_chain())),
       table_(PhaseTableSize(s)),
       info_(2 * table_),
-      pair_index_(static_cast<size_t>(s.pp) * s.pp, kAbsent), late_recv_(s.pp, false) {}
+      pair_index_(s.pp), late_recv_(s.pp, false) {}
 
 absl::StatusOr<MessageIndex> MessageIndex::Build(const Schedule& schedule) {
   RETURN_IF_ERROR(ValidateHeader(schedule));
@@ -65,13 +65,13 @@ absl::Status MessageIndex::IndexSend(int rank, int32_t index, const Action& a) {
   if (to == rank) return fail("a send between two stages of one rank");
   Info& info = info_[OfSend(a)];
   info.sender = rank;
-  int32_t& p = pair_index_[static_cast<size_t>(rank) * s_->pp + to];
-  if (p == kAbsent) {
-    p = static_cast<int32_t>(pair_sizes_.size());
+  PairSlot& p = pair_index_(rank, to);
+  if (p.id == kAbsent) {
+    p.id = static_cast<int32_t>(pair_sizes_.size());
     pair_sizes_.push_back(0);
   }
-  info.pair = p;
-  info.order = pair_sizes_[p]++;
+  info.pair = p.id;
+  info.order = pair_sizes_[p.id]++;
   return absl::OkStatus();
 }
 

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "scheduler/analysis/program_index.h"
+#include "scheduler/analysis/rank_pair_map.h"
 #include "scheduler/ir/schedule.h"
 #include "scheduler/passes/pass_utils.h"
 
@@ -115,7 +116,10 @@ class MessageIndex {
   size_t mbs_;    // microbatches per chain: the stride of a stage's ids
   size_t table_;  // PhaseTableSize(): where RECV_B ids start
   std::vector<Info> info_;
-  std::vector<int32_t> pair_index_;              // sender * pp + receiver -> pair
+  struct PairSlot {
+    int32_t id = kAbsent;
+  };
+  RankPairMap<PairSlot> pair_index_;             // (sender, receiver) -> pair
   std::vector<bool> late_recv_;                  // per rank: HasRecvAfterItsConsumer
   std::vector<int32_t> pair_sizes_;              // per pair: its number of messages
   // Every pair's messages in the sender's order, pair after pair; pair p's

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "scheduler/analysis/grid_report.h"
+#include "scheduler/analysis/rank_pair_map.h"
 
 namespace jitpipe {
 namespace {
@@ -16,11 +17,11 @@ class PairOrderChecker {
                    absl::string_view rule)
       : s_(s), pos_(positions), grid_rows_(grid_rows), rule_(rule) {}
 
-  // Index spaces: ordered rank pairs (src * pp + dst) for the counters,
+  // Index spaces: ordered rank pairs (src, dst) for the counters,
   // (stage, microbatch) of the sender for each SEND's ordinal.
   absl::Status Run() const {
     const Ordinals sends = SendOrdinals();
-    std::vector<int32_t> received(static_cast<size_t>(s_.pp) * s_.pp, 0);
+    RankPairMap<int32_t> received(s_.pp);
     for (int dst = 0; dst < s_.pp; ++dst) {
       const RankProgram& program = s_.ranks[dst];
       for (int32_t j = 0; j < static_cast<int32_t>(program.size()); ++j) {
@@ -29,7 +30,7 @@ class PairOrderChecker {
         const bool forward = a.kind == ActionKind::kRecvF;
         const size_t sender_key = Key(forward ? a.stage - 1 : a.stage + 1, a.microbatch);
         const int src = Partner(pos_, a).rank;
-        const int32_t k = received[static_cast<size_t>(src) * s_.pp + dst]++;
+        const int32_t k = received(src, dst)++;
         if ((forward ? sends.f : sends.b)[sender_key] != k) return OrderError(dst, j, src, k);
       }
     }
@@ -43,7 +44,7 @@ class PairOrderChecker {
     std::vector<int32_t> f, b;
   };
   Ordinals SendOrdinals() const {
-    std::vector<int32_t> sent(static_cast<size_t>(s_.pp) * s_.pp, 0);
+    RankPairMap<int32_t> sent(s_.pp);
     Ordinals ordinals{std::vector<int32_t>(pos_.send_f.size()),
                       std::vector<int32_t>(pos_.send_b.size())};
     for (int src = 0; src < s_.pp; ++src) {
@@ -51,7 +52,7 @@ class PairOrderChecker {
         if (a.kind != ActionKind::kSendF && a.kind != ActionKind::kSendB) continue;
         std::vector<int32_t>& table = a.kind == ActionKind::kSendF ? ordinals.f : ordinals.b;
         table[Key(a.stage, a.microbatch)] =
-            sent[static_cast<size_t>(src) * s_.pp + Partner(pos_, a).rank]++;
+            sent(src, Partner(pos_, a).rank)++;
       }
     }
     return ordinals;
