@@ -209,6 +209,13 @@ absl::StatusOr<double> GetNumber(const nlohmann::json& obj, absl::string_view ke
   return it->get<double>();
 }
 
+std::string QuoteForMessage(absl::string_view s) {
+  if (s.size() <= kMaxQuotedBytes) return JsonQuote(s);
+  // Cut at byte boundaries; JsonQuote replaces a UTF-8 sequence cut in two.
+  std::string shown = absl::StrCat(s.substr(0, 48), "...", s.substr(s.size() - 12));
+  return absl::StrCat(JsonQuote(shown), " (", s.size(), " bytes)");
+}
+
 std::string JsonQuote(absl::string_view s) {
   // Invalid UTF-8 is replaced rather than thrown: error messages quote input.
   return nlohmann::json(std::string(s))

@@ -48,6 +48,13 @@ absl::StatusOr<int64_t> AsInt(const nlohmann::json& value, absl::string_view wha
 // The JSON text of a string (with quotes and escapes), for hand-written output.
 std::string JsonQuote(absl::string_view s);
 
+// A piece of input quoted for an error message: JsonQuote'd when at most
+// kMaxQuotedBytes long; longer, its first 48 and last 12 bytes around "..."
+// followed by its length, so that a 3 MB token makes a short message:
+//   "0F11111111111111111111111111111111111111111111111...111111111111" (3000002 bytes)
+inline constexpr size_t kMaxQuotedBytes = 64;
+std::string QuoteForMessage(absl::string_view s);
+
 }  // namespace jitpipe
 
 #endif  // JITPIPE_BASE_JSON_DOCUMENT_H_

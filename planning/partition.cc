@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/json_document.h"
 #include "base/status_macros.h"
 
 namespace jitpipe {
@@ -49,8 +50,16 @@ class LayoutExpander {
     std::string unit;
     const char c = text_[pos_];
     if (c == '(') {
+      // Each level is a frame of this recursion: refuse depth before the
+      // stack runs out (20,000 "(" overflowed it; issue 35).
+      if (++depth_ > kMaxLayoutDepth) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            Where(), "parentheses nested deeper than ", kMaxLayoutDepth, " levels at character ",
+            pos_ + 1));
+      }
       ++pos_;
       ASSIGN_OR_RETURN(unit, Sequence());
+      --depth_;
       if (pos_ >= text_.size()) {
         return absl::InvalidArgumentError(absl::StrCat(Where(), "\"(\" is never closed"));
       }
@@ -81,7 +90,7 @@ class LayoutExpander {
     return out;
   }
 
-  std::string Where() const { return absl::StrCat("layout \"", text_, "\": "); }
+  std::string Where() const { return absl::StrCat("layout ", QuoteForMessage(text_), ": "); }
 
   absl::Status Unexpected() const {
     return absl::InvalidArgumentError(absl::StrCat(Where(), "unexpected \"", text_.substr(pos_, 1),
@@ -94,8 +103,11 @@ class LayoutExpander {
         Where(), "expands to more than ", kMaxExpandedLayout, " symbols"));
   }
 
+  static constexpr int kMaxLayoutDepth = 32;
+
   absl::string_view text_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 // Checks one expanded stage ("Ettt", "ttL", "") and counts its layers.

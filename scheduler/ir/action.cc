@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "base/json_document.h"
 
 namespace jitpipe {
 namespace {
@@ -46,6 +47,16 @@ constexpr absl::string_view kOverlapName = "OVERLAP_F_B";
 // Input quoted in a message, with every byte that is not printable ASCII
 // shown as <XX> (as base/json_document.cc does): a message stays one line of
 // valid UTF-8 whatever the input holds (a NUL used to cut it short).
+std::string Shown(absl::string_view text);
+
+// The action text quoted for a message; a long one is abbreviated with its
+// length (base/json_document.h, QuoteForMessage).
+std::string Quoted(absl::string_view text) {
+  if (text.size() <= kMaxQuotedBytes) return absl::StrCat("\"", Shown(text), "\"");
+  return absl::StrCat("\"", Shown(text.substr(0, 48)), "...", Shown(text.substr(text.size() - 12)),
+                      "\" (", text.size(), " bytes)");
+}
+
 std::string Shown(absl::string_view text) {
   std::string out;
   for (char c : text) {
@@ -79,7 +90,7 @@ class Cursor {
     std::string found = AtEnd() ? "the end of the text"
                                 : absl::StrCat("\"", Shown(full_.substr(pos_, 1)), "\"");
     return absl::InvalidArgumentError(absl::StrCat(
-        "cannot parse action \"", Shown(full_), "\": ", AtEnd() ? "" : "unexpected ",
+        "cannot parse action ", Quoted(full_), ": ", AtEnd() ? "" : "unexpected ",
         found, " at character ", pos_ + 1, "; expected ", expected));
   }
 
@@ -95,14 +106,14 @@ class Cursor {
       value = value * 10 + (Peek() - '0');
       if (value > std::numeric_limits<int32_t>::max()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "cannot parse action \"", Shown(full_), "\": the ", what, " at character ",
+            "cannot parse action ", Quoted(full_), ": the ", what, " at character ",
             start + 1, " does not fit in 31 bits"));
       }
       ++pos_;
     }
     if (pos_ - start > 1 && full_[start] == '0') {
       return absl::InvalidArgumentError(absl::StrCat(
-          "cannot parse action \"", Shown(full_), "\": the ", what, " at character ",
+          "cannot parse action ", Quoted(full_), ": the ", what, " at character ",
           start + 1, " has a leading zero"));
     }
     return static_cast<int32_t>(value);
@@ -384,7 +395,7 @@ absl::StatusOr<Action> ParseAction(absl::string_view text) {
   Cursor c(text, begin, end);
   if (c.AtEnd()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot parse action \"", text, "\": it is empty"));
+        absl::StrCat("cannot parse action ", Quoted(text), ": it is empty"));
   }
   if (c.Peek() != '(') {
     auto action = ParseSimple(c);
@@ -400,7 +411,7 @@ absl::StatusOr<Action> ParseAction(absl::string_view text) {
     if (!sub.ok()) return sub.status();
     if (!IsCompute(sub->kind)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "cannot parse action \"", text, "\": the sub-action at character ",
+          "cannot parse action ", Quoted(text), ": the sub-action at character ",
           sub_start + 1, " is ", KindName(sub->kind),
           "; an OVERLAP_F_B holds only F, B, I and W"));
     }

@@ -210,7 +210,7 @@ absl::StatusOr<Schedule> ParseScheduleCsv(absl::string_view text, const CsvReadO
       absl::StatusOr<Action> action = ParseAction(cell.text);
       if (!action.ok()) {
         return absl::InvalidArgumentError(absl::StrCat(Where(r, program.size()), " ",
-                                                       JsonQuote(cell.text), ": ",
+                                                       QuoteForMessage(cell.text), ": ",
                                                        action.status().message()));
       }
       program.push_back(*std::move(action));

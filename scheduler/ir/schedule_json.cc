@@ -54,7 +54,7 @@ absl::StatusOr<RankProgram> ParseProgram(const nlohmann::json& list, int rank) {
     auto action = ParseAction(text);
     if (!action.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("rank ", rank, ", index ", i, " (",
-                                                     JsonQuote(text), "): ",
+                                                     QuoteForMessage(text), "): ",
                                                      action.status().message()));
     }
     program.push_back(*std::move(action));

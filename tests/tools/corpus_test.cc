@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -26,6 +27,7 @@ using ::testing::StartsWith;
 
 constexpr int kTimeoutSeconds = 60;
 constexpr int kMinimumCases = 40;
+constexpr size_t kMaxLineBytes = 1024;
 
 const std::string& CorpusDir() {
   static const std::string* dir = new std::string(JITPIPE_CORPUS);
@@ -130,6 +132,10 @@ TEST_P(CorpusTest, RefusedCleanly) {
   EXPECT_EQ(r.exit_code, c.exit) << r.err;
   EXPECT_THAT(r.err, StartsWith("jitpipe"));
   EXPECT_TRUE(IsCleanText(r.err)) << "stderr is not clean UTF-8 text: " << r.err;
+  // Long input is abbreviated, never echoed (a 3 MB action made a 6 MB line).
+  for (absl::string_view line : absl::StrSplit(r.err, '\n')) {
+    EXPECT_LT(line.size(), kMaxLineBytes) << line.substr(0, 400);
+  }
   for (const std::string& fragment : c.expect) EXPECT_THAT(r.err, HasSubstr(fragment));
   std::vector<std::string> files = NamedFiles(c);
   for (const std::string& arg : c.args) {
