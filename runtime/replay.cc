@@ -487,7 +487,7 @@ class Replay {
 absl::Status CheckInputs(const Schedule& schedule, const Executable& executable,
                          absl::Span<const RankMemoryPlan> plans, const World& world,
                          const ReplayOptions& options) {
-  if (options.dp < 1) return absl::InvalidArgumentError(absl::StrCat("--dp must be >= 1, got ", options.dp));
+  RETURN_IF_ERROR(CheckReplayWorld(schedule.pp, options.dp));
   if (options.steps < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--steps must be >= 1, got ", options.steps));
   }
@@ -557,9 +557,20 @@ absl::StatusOr<ReplayResult> RunReplay(const Schedule& schedule, const Executabl
 absl::StatusOr<ReplayResult> RunInProcess(const Schedule& schedule, const Executable& executable,
                                           absl::Span<const RankMemoryPlan> plans,
                                           StageFactory& factory, const ReplayOptions& options) {
-  if (options.dp < 1) return absl::InvalidArgumentError(absl::StrCat("--dp must be >= 1, got ", options.dp));
+  RETURN_IF_ERROR(CheckReplayWorld(schedule.pp, options.dp));
   std::unique_ptr<InProcessWorld> world = CreateInProcessWorld(schedule.pp * options.dp);
   return RunReplay(schedule, executable, plans, factory, *world, options);
+}
+
+absl::Status CheckReplayWorld(int pp, int dp) {
+  if (dp < 1) return absl::InvalidArgumentError(absl::StrCat("--dp must be >= 1, got ", dp));
+  const int64_t ranks = int64_t{pp} * dp;
+  if (ranks > kMaxReplayRanks) {
+    return absl::InvalidArgumentError(absl::StrCat("pp ", pp, " x dp ", dp, " = ", ranks,
+                                                   " ranks exceeds the limit of ",
+                                                   kMaxReplayRanks, " replayed ranks"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace jitpipe

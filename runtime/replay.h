@@ -129,6 +129,15 @@ absl::StatusOr<ReplayResult> RunReplay(const Schedule& schedule, const Executabl
                                        StageFactory& factory, World& world,
                                        const ReplayOptions& options);
 
+// The most world ranks (pp x dp) a replay runs: threads of one process, or
+// processes of one MPI job.
+inline constexpr int kMaxReplayRanks = 4096;
+
+// Checks a replay's world: dp >= 1 and pp x dp <= kMaxReplayRanks.
+// Errors: InvalidArgument, e.g.
+//   "pp 4 x dp 2147483647 = 8589934588 ranks exceeds the limit of 4096 replayed ranks"
+absl::Status CheckReplayWorld(int pp, int dp);
+
 // RunReplay over a new in-process world of pp x options.dp ranks.
 absl::StatusOr<ReplayResult> RunInProcess(const Schedule& schedule, const Executable& executable,
                                           absl::Span<const RankMemoryPlan> plans,

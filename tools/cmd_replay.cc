@@ -366,6 +366,9 @@ int RunReplay(const Command& command, const Invocation& invocation) {
   };
   absl::StatusOr<Schedule> input = LoadInputSchedule(path);
   if (!input.ok()) return Fail(command, input.status());
+  if (absl::Status world = CheckReplayWorld(input->pp, f.dp); !world.ok()) {
+    return UsageError(command, world.message());
+  }
   // Arena buffers over MPI need a program that is deadlock-free under
   // rendezvous semantics (runtime/replay.h): receives are placed for it.
   // A device backend's receives are placed as the validator proves safe

@@ -96,8 +96,17 @@ absl::Status ParseEntry(const nlohmann::json& entry, absl::string_view path, Dty
           "\"", block_path, "\" must be a non-empty array of layers, found ", Found(*block)));
     }
     for (size_t k = 0; k < block->size(); ++k) {
-      ASSIGN_OR_RETURN(LayerCost layer, ParseLayer((*block)[k],
-                                                   absl::StrCat(block_path, "[", k, "]"),
+      const std::string layer_path = absl::StrCat(block_path, "[", k, "]");
+      // A block holds layers, not blocks: read as a layer, a nested block
+      // would be one layer of no cost (issue 35).
+      for (const char* key : {"block", "repeat"}) {
+        if ((*block)[k].is_object() && (*block)[k].contains(key)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "\"", layer_path, ".", key, "\": blocks do not nest; a block holds layers (write "
+              "the inner block's layers out, or repeat it as an entry of \"layers\")"));
+        }
+      }
+      ASSIGN_OR_RETURN(LayerCost layer, ParseLayer((*block)[k], layer_path,
                                                    LayerKind::kLayer, param_dtype));
       unit.push_back(std::move(layer));
     }

@@ -172,15 +172,30 @@ struct Model {
 // within int64.
 inline constexpr int64_t kMaxModelBytes = int64_t{1} << 40;
 
+// The ranges of a model's quantities. A time is at most 10^12 us (11.6
+// days); a bandwidth is 0 (unlimited) or from 10^-6 to 10^9 GB/s. Sums of
+// such times over the largest program the engine takes (kMaxGeneratedWork
+// pairs, a few actions each) and a transfer of kMaxModelBytes at the lowest
+// bandwidth stay finite doubles and fit in int64 nanoseconds (a cost stage
+// sleeps for them).
+inline constexpr double kMaxModelUs = 1e12;
+inline constexpr double kMinModelGbPerS = 1e-6;
+inline constexpr double kMaxModelGbPerS = 1e9;
+// Data-parallel replicas a model may describe, and reduction buckets.
+inline constexpr int kMaxDataParallel = 1 << 20;
+inline constexpr int kMaxReduceBuckets = 4096;
+
 // Unit costs: F = I = W = 1 us on every stage (B = 2), free communication,
 // no sizes. The model of a schedule's shape alone: what `render` draws and
 // the tests' anchors use.
 Model UnitCostModel();
 
-// Checks the ranges of every field, naming it: times finite and >= 0, byte
-// sizes in [0, kMaxModelBytes], param_bytes a whole number of param_dtype elements, override
-// indices >= 0 and distinct, dp.size >= 1, dp.buckets >= 1. Errors: InvalidArgument, e.g.
-//   "stages[1].forward_us" must be a finite number >= 0, found -1
+// Checks the ranges of every field, naming it: times in [0, kMaxModelUs],
+// bandwidths 0 or in [kMinModelGbPerS, kMaxModelGbPerS], byte sizes in
+// [0, kMaxModelBytes], param_bytes a whole number of param_dtype elements,
+// override indices >= 0 and distinct, dp.size in [1, kMaxDataParallel],
+// dp.buckets in [1, kMaxReduceBuckets]. Errors: InvalidArgument, e.g.
+//   "stages[1].forward_us" must be a number from 0 to 1e+12, found -1
 absl::Status ValidateModel(const Model& model);
 
 // Refuses an override for a stage the schedule does not have. Errors:

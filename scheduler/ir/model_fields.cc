@@ -18,8 +18,8 @@ std::string Found(const nlohmann::json& value) {
 }
 
 absl::Status NotATime(absl::string_view field, absl::string_view found) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("\"", field, "\" must be a finite number >= 0, found ", found));
+  return absl::InvalidArgumentError(absl::StrCat("\"", field, "\" must be a number from 0 to ",
+                                                 kMaxModelUs, ", found ", found));
 }
 
 absl::Status NotAWholeNumber(absl::string_view field, int64_t min, absl::string_view found) {
@@ -124,8 +124,20 @@ absl::Status ParseDataParallel(const nlohmann::json& dp, DataParallelSpec& out) 
 }
 
 absl::Status CheckTime(const std::optional<double>& t, absl::string_view field) {
-  if (t.has_value() && !(std::isfinite(*t) && *t >= 0)) return NotATime(field, absl::StrCat(*t));
+  if (t.has_value() && !(std::isfinite(*t) && *t >= 0 && *t <= kMaxModelUs)) {
+    return NotATime(field, absl::StrCat(*t));
+  }
   return absl::OkStatus();
+}
+
+absl::Status CheckBandwidth(const std::optional<double>& gb_per_s, absl::string_view field) {
+  if (!gb_per_s.has_value() || *gb_per_s == 0) return absl::OkStatus();
+  if (std::isfinite(*gb_per_s) && *gb_per_s >= kMinModelGbPerS && *gb_per_s <= kMaxModelGbPerS) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "\"", field, "\" must be 0 (unlimited) or a number from ", kMinModelGbPerS, " to ",
+      kMaxModelGbPerS, " (10^9 bytes per second), found ", *gb_per_s));
 }
 
 absl::Status CheckBytes(const std::optional<int64_t>& b, absl::string_view field) {
@@ -140,11 +152,18 @@ absl::Status CheckBytes(const std::optional<int64_t>& b, absl::string_view field
 
 absl::Status CheckLinks(const Link& p2p, const DataParallelSpec& dp) {
   RETURN_IF_ERROR(CheckTime(p2p.latency_us, "p2p.latency_us"));
-  RETURN_IF_ERROR(CheckTime(p2p.gb_per_s, "p2p.gb_per_s"));
-  if (dp.size < 1) return NotAWholeNumber("dp.size", 1, absl::StrCat(dp.size));
-  if (dp.buckets < 1) return NotAWholeNumber("dp.buckets", 1, absl::StrCat(dp.buckets));
+  RETURN_IF_ERROR(CheckBandwidth(p2p.gb_per_s, "p2p.gb_per_s"));
+  if (dp.size < 1 || dp.size > kMaxDataParallel) {
+    return absl::InvalidArgumentError(absl::StrCat("\"dp.size\" must be a whole number from 1 to ",
+                                                   kMaxDataParallel, ", found ", dp.size));
+  }
+  if (dp.buckets < 1 || dp.buckets > kMaxReduceBuckets) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"dp.buckets\" must be a whole number from 1 to ", kMaxReduceBuckets, ", found ",
+        dp.buckets));
+  }
   RETURN_IF_ERROR(CheckTime(dp.link.latency_us, "dp.latency_us"));
-  return CheckTime(dp.link.gb_per_s, "dp.gb_per_s");
+  return CheckBandwidth(dp.link.gb_per_s, "dp.gb_per_s");
 }
 
 absl::Status CheckWholeElements(int64_t bytes, Dtype dtype, absl::string_view field,

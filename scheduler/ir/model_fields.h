@@ -53,10 +53,12 @@ absl::Status ParseLink(const nlohmann::json& obj, absl::string_view path, Link& 
 // The "dp" object.
 absl::Status ParseDataParallel(const nlohmann::json& dp, DataParallelSpec& out);
 
-// Range checks: a finite time >= 0; bytes in [0, kMaxModelBytes].
+// Range checks (model.h): a time in [0, kMaxModelUs]; a bandwidth 0 or in
+// [kMinModelGbPerS, kMaxModelGbPerS]; bytes in [0, kMaxModelBytes].
 absl::Status CheckTime(const std::optional<double>& t, absl::string_view field);
+absl::Status CheckBandwidth(const std::optional<double>& gb_per_s, absl::string_view field);
 absl::Status CheckBytes(const std::optional<int64_t>& b, absl::string_view field);
-// p2p and dp fields: times, dp.size >= 1, dp.buckets >= 1.
+// p2p and dp fields: times, bandwidths, dp.size and dp.buckets in range.
 absl::Status CheckLinks(const Link& p2p, const DataParallelSpec& dp);
 // "field" is `bytes`, a whole number of `dtype` elements (named by `why`).
 absl::Status CheckWholeElements(int64_t bytes, Dtype dtype, absl::string_view field,

@@ -47,18 +47,23 @@ ArenaBuffers::ArenaBuffers(std::vector<int64_t> buffer_bytes, absl::Span<const i
       arena_bytes_(arena_bytes),
       alignment_(static_cast<size_t>(std::max<int64_t>(alignment, alignof(std::max_align_t)))) {
   if (arena_bytes_ > 0) {
-    slab_ = static_cast<std::byte*>(
-        ::operator new(static_cast<size_t>(arena_bytes_), std::align_val_t(alignment_)));
-    CountHeapAllocation();
+    // A slab the machine cannot give is reported by the first Allocate.
+    slab_ = static_cast<std::byte*>(::operator new(static_cast<size_t>(arena_bytes_),
+                                                  std::align_val_t(alignment_), std::nothrow));
+    if (slab_ != nullptr) CountHeapAllocation();
   }
 }
 
 ArenaBuffers::~ArenaBuffers() {
-  if (slab_ != nullptr) ::operator delete(slab_, std::align_val_t(alignment_));
+  if (slab_ != nullptr) ::operator delete(slab_, std::align_val_t(alignment_), std::nothrow);
 }
 
 absl::StatusOr<MutableBytes> ArenaBuffers::Allocate(int32_t id) {
   if (absl::Status s = CheckAllocate(id); !s.ok()) return s;
+  if (slab_ == nullptr && arena_bytes_ > 0) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "buffer ", id, ": the arena of ", arena_bytes_, " bytes could not be allocated"));
+  }
   CountAllocate(id);
   const int64_t bytes = bytes_of(id);
   if (bytes == 0) return MutableBytes();
@@ -70,10 +75,17 @@ TrackedBuffers::TrackedBuffers(std::vector<int64_t> buffer_bytes)
 
 absl::StatusOr<MutableBytes> TrackedBuffers::Allocate(int32_t id) {
   if (absl::Status s = CheckAllocate(id); !s.ok()) return s;
-  CountAllocate(id);
   const int64_t bytes = bytes_of(id);
-  if (bytes == 0) return MutableBytes();
-  memory_[id].reset(new std::byte[static_cast<size_t>(bytes)]);
+  if (bytes == 0) {
+    CountAllocate(id);
+    return MutableBytes();
+  }
+  memory_[id].reset(new (std::nothrow) std::byte[static_cast<size_t>(bytes)]);
+  if (memory_[id] == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("buffer ", id, ": ", bytes, " bytes could not be allocated"));
+  }
+  CountAllocate(id);
   CountHeapAllocation();
   return MutableBytes(memory_[id].get(), static_cast<size_t>(bytes));
 }

@@ -1,6 +1,9 @@
 // End-to-end runs of `jitpipe replay`: the mlp check, --json, --trace, the
 // cost stage, usage errors, and a timeout with flight records.
+#include <stdlib.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -109,6 +112,39 @@ TEST(CmdReplayTest, CostStageWithAModel) {
   EXPECT_THAT(r.out, Not(HasSubstr("reference trainer")));
 }
 
+// A buffer the machine cannot give is an error naming the rank, the action,
+// the buffer and its bytes, for tracked buffers and for the arena; never an
+// abort. (Sanitizers abort on such a request unless told to return null,
+// as the allocator itself does.)
+TEST(CmdReplayTest, AnAllocationThatFailsIsAnErrorNamingRankBufferAndBytes) {
+  const std::string dir = MakeTempDir("replay_alloc");
+  WriteTextFile(dir + "/m.json",
+                R"({"format": "jitpipe.model", "version": 1,
+                    "defaults": {"forward_us": 1, "backward_input_us": 1,
+                                 "backward_weight_us": 1, "input_bytes": 1099511627776,
+                                 "output_bytes": 1099511627776}})");
+  const char* previous = std::getenv("ASAN_OPTIONS");
+  const std::string options = previous == nullptr ? "" : previous;
+  setenv("ASAN_OPTIONS", (options + (options.empty() ? "" : ":") +
+                          "allocator_may_return_null=1").c_str(), 1);
+  CliResult tracked =
+      RunCli({"replay", kTorchtitan, "--stage", "cost", "--model", dir + "/m.json"});
+  CliResult arena = RunCli({"replay", kTorchtitan, "--stage", "cost", "--model",
+                            dir + "/m.json", "--buffers", "arena"});
+  if (previous == nullptr) {
+    unsetenv("ASAN_OPTIONS");
+  } else {
+    setenv("ASAN_OPTIONS", previous, 1);
+  }
+  EXPECT_EQ(tracked.exit_code, 1) << tracked.err;
+  EXPECT_THAT(tracked.err, ::testing::MatchesRegex(
+                               "jitpipe replay: .*: rank [0-9]+, index [0-9]+ \\([^)]*\\): "
+                               "buffer [0-9]+: 1099511627776 bytes could not be allocated.*\n"));
+  EXPECT_EQ(arena.exit_code, 1) << arena.err;
+  EXPECT_THAT(arena.err, HasSubstr("bytes could not be allocated"));
+  EXPECT_THAT(arena.err, HasSubstr(": the arena of "));
+}
+
 struct UsageCase {
   std::vector<std::string> args;
   std::string error;
@@ -135,6 +171,9 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{{"--stage", "cost"}, "--stage cost needs --model MODEL"},
         UsageCase{{"--stage", "mlp", "--steps", "0"}, "--steps must be 1 or more"},
         UsageCase{{"--stage", "mlp", "--dp", "0"}, "--dp must be 1 or more"},
+        UsageCase{{"--stage", "mlp", "--dp", "2147483647"},
+                  "pp 4 x dp 2147483647 = 8589934588 ranks exceeds the limit of 4096 replayed "
+                  "ranks"},
         UsageCase{{"--stage", "mlp", "--timeout", "0"},
                   "--timeout must be a positive number of seconds"},
         UsageCase{{"--stage", "mlp", "--policy", "lazy"}, "--policy must be jit or eager"},

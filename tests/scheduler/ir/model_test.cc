@@ -166,9 +166,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadModel{R"("stages": [{"index": 0, "output_bytes": "1MB"}])",
                  R"("stages[0].output_bytes" must be a whole number >= 0, found "1MB")"},
         BadModel{R"("defaults": {"forward_us": -2})",
-                 R"("defaults.forward_us" must be a finite number >= 0, found -2)"},
+                 R"("defaults.forward_us" must be a number from 0 to 1e+12, found -2)"},
         BadModel{R"("defaults": {"backward_weight_us": null})",
-                 R"("defaults.backward_weight_us" must be a finite number >= 0, found null)"},
+                 R"("defaults.backward_weight_us" must be a number from 0 to 1e+12, found null)"},
         BadModel{R"("stages": [{"index": -1}])",
                  R"("stages[0].index" must be a whole number >= 0, found -1)"},
         BadModel{R"("stages": [{"forward_us": 1}])", R"(missing "stages[0].index")"},
@@ -190,9 +190,22 @@ INSTANTIATE_TEST_SUITE_P(
         BadModel{R"("dp": {"buckets": 2.5})",
                  R"("dp.buckets" must be a whole number >= 1, found 2.5)"},
         BadModel{R"("dp": {"gb_per_s": -100})",
-                 R"("dp.gb_per_s" must be a finite number >= 0, found -100)"},
+                 R"("dp.gb_per_s" must be 0 (unlimited) or a number from 1e-06 to 1e+09 )"
+                 R"((10^9 bytes per second), found -100)"},
+        // Ranges that keep every derived sum finite (model.h): a time of
+        // 1e308 us made "makespan inf us", a bandwidth of 1e-300 GB/s a
+        // transfer of 1e301 us, 2^31 - 1 buckets an 11 s run to bad_alloc.
+        BadModel{R"("defaults": {"forward_us": 1e13})",
+                 R"("defaults.forward_us" must be a number from 0 to 1e+12, found 1e+13)"},
+        BadModel{R"("p2p": {"gb_per_s": 1e-300})",
+                 R"("p2p.gb_per_s" must be 0 (unlimited) or a number from 1e-06 to 1e+09 )"
+                 R"((10^9 bytes per second), found 1e-300)"},
+        BadModel{R"("dp": {"buckets": 4097})",
+                 R"("dp.buckets" must be a whole number from 1 to 4096, found 4097)"},
+        BadModel{R"("dp": {"size": 1048577})",
+                 R"("dp.size" must be a whole number from 1 to 1048576, found 1048577)"},
         BadModel{R"("p2p": {"latency_us": "fast"})",
-                 R"("p2p.latency_us" must be a finite number >= 0, found "fast")"},
+                 R"("p2p.latency_us" must be a number from 0 to 1e+12, found "fast")"},
         // fp8 parameters of 2^62 bytes would have 2^64 bytes of fp32 gradients.
         BadModel{R"("defaults": {"param_bytes": 4611686018427387904})",
                  R"("defaults.param_bytes" is 4611686018427387904 bytes; at most )"
@@ -217,10 +230,10 @@ TEST(ModelTest, ValidatesModelsBuiltInCode) {
   Model model;
   model.defaults.forward_us = std::nan("");
   EXPECT_EQ(Message(ValidateModel(model)),
-            R"("defaults.forward_us" must be a finite number >= 0, found nan)");
+            R"("defaults.forward_us" must be a number from 0 to 1e+12, found nan)");
   model.defaults.forward_us = std::numeric_limits<double>::infinity();
   EXPECT_EQ(Message(ValidateModel(model)),
-            R"("defaults.forward_us" must be a finite number >= 0, found inf)");
+            R"("defaults.forward_us" must be a number from 0 to 1e+12, found inf)");
   model.defaults.forward_us = 1;
   StageOverride over;
   over.spec.output_bytes = -3;
