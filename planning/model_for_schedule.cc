@@ -32,6 +32,14 @@ absl::StatusOr<StagedModel> ModelForSchedule(const ModelFile& file, const Schedu
     return out;
   }
   const LayeredModel& layered = file.layers;
+  // A list of per-rank limits covers every rank or none: a rank left out
+  // would silently have no limit.
+  const std::vector<int64_t>& limits = layered.device.rank_memory_bytes;
+  if (!limits.empty() && static_cast<int>(limits.size()) != schedule.pp) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"device.rank_memory_bytes\" has ", limits.size(), " entries; the schedule has ",
+        schedule.pp, " ranks (give one limit per rank, or \"device.memory_bytes\" for all)"));
+  }
   out.layered = true;
   out.training = TrainingMemoryOf(layered);
   const int stages = schedule.stages_per_chain();

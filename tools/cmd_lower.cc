@@ -44,9 +44,6 @@ ABSL_FLAG(bool, defer_reduce_wait, false,
 ABSL_FLAG(bool, wait_send, false,
           "add WAIT_SEND_F after the local backward of each sent activation (PyTorch's "
           "_add_wait_send): the activation is freed there");
-ABSL_FLAG(int, send_budget, 0,
-          "hold at most K sent buffers per rank, adding WAIT_SEND_F/B where a receive is "
-          "known posted (PyTorch's _add_wait_send_budget); 0: no budget");
 ABSL_DECLARE_FLAG(std::string, comms);  // tools/cmd_validate.cc
 ABSL_FLAG(std::string, dump_after, "",
           "print the step x rank grid of the program after this pass to stderr");

@@ -15,6 +15,7 @@
 #include "memory/memory_plan.h"
 #include "scheduler/ir/model.h"
 #include "scheduler/passes/lower.h"
+#include "scheduler/passes/validate.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "tools/memory_report.h"
@@ -34,7 +35,6 @@ ABSL_FLAG(double, arena_slack, jitpipe::kDefaultArenaSlack,
           "stop the arena search at a layout within this fraction of the peak (0: search every "
           "ordering unless one reaches the peak); the receive arena's search too");
 ABSL_FLAG(int, map, -1, "also print this rank's buffers and an ASCII map of its arena");
-ABSL_DECLARE_FLAG(int, send_budget);  // tools/cmd_lower.cc
 
 namespace jitpipe::cli {
 namespace {
@@ -247,12 +247,21 @@ int RunPlan(const Command& command, const Invocation& invocation) {
   if (!options.ok()) return UsageError(command, options.status().message());
   absl::StatusOr<PartitionChoice> partition = PartitionFromFlags();
   if (!partition.ok()) return UsageError(command, partition.status().message());
+  const int budget = invocation.IsSet("send_budget") ? absl::GetFlag(FLAGS_send_budget) : 1;
+  if (budget < 1) {
+    return UsageError(command, absl::StrCat("--send-budget must be at least 1, not ", budget));
+  }
   const std::string model_path = absl::GetFlag(FLAGS_model);
   if (model_path.empty()) return UsageError(command, "--model MODEL is required");
   const std::string& path = invocation.positional[0];
   absl::StatusOr<Schedule> schedule = LoadInputSchedule(path);
   if (!schedule.ok()) return Fail(command, schedule.status());
   if (!schedule->lowered) schedule = Lower(*schedule);  // jitpipe lower's defaults
+  // A plan of a program that cannot run would be a number for nothing: the
+  // same proof simulate, render and replay ask for (relaxed semantics).
+  if (schedule.ok()) {
+    if (absl::Status valid = Validate(*schedule); !valid.ok()) schedule = valid;
+  }
   if (!schedule.ok()) {
     return Fail(command, absl::Status(schedule.status().code(),
                                       absl::StrCat(path, ": ", schedule.status().message())));
@@ -325,7 +334,6 @@ int RunPlan(const Command& command, const Invocation& invocation) {
     trace->SetMetadata("clock", simulated_trace ? "simulated" : "program index");
     if (absl::Status s = trace->Finish(); !s.ok()) return Fail(command, s);
   }
-  const int budget = std::max(1, absl::GetFlag(FLAGS_send_budget));
   absl::StatusOr<PyTorchMemory> pytorch = PlanPyTorchMemory(
       *schedule, *model, {.send_budget = budget, .arena_slack = options->arena_slack});
   if (!pytorch.ok()) {

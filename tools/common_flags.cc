@@ -43,6 +43,10 @@ ABSL_FLAG(std::string, schedule, "",
 ABSL_FLAG(int, pp, 0, "pipeline ranks (p)");
 ABSL_FLAG(int, microbatches, 0, "microbatches per step (m)");
 ABSL_FLAG(int, stages_per_rank, 0, "stages per rank (v); 0 takes the schedule's default");
+ABSL_FLAG(int, send_budget, 0,
+          "hold at most K sent buffers per rank, adding WAIT_SEND_F/B where a receive is "
+          "known posted (PyTorch's _add_wait_send_budget); lower: 0 is no budget; plan's "
+          "PyTorch report: at least 1 (its default)");
 ABSL_FLAG(bool, overlap, false,
           "run the overlap pass: reorder Ws so gradient reductions hide under compute "
           "(needs REDUCE_GRAD)");

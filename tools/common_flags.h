@@ -30,6 +30,8 @@ ABSL_DECLARE_FLAG(bool, legacy_names);
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(std::string, trace);
 ABSL_DECLARE_FLAG(bool, overlap);
+// lower (0: none) and plan's PyTorch report (>= 1, default 1).
+ABSL_DECLARE_FLAG(int, send_budget);
 // A built-in schedule: generate, lower --schedule, compare.
 ABSL_DECLARE_FLAG(std::string, schedule);
 ABSL_DECLARE_FLAG(int, pp);
