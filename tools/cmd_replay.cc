@@ -31,6 +31,7 @@
 #include "base/json_document.h"
 #include "base/status_macros.h"
 #include "scheduler/ir/model.h"
+#include "scheduler/ir/model_file.h"
 #include "stages/reference/cost_stage.h"
 #include "runtime/replay.h"
 #include "stages/reference/mlp_reference.h"
@@ -39,6 +40,7 @@
 #include "tools/commands.h"
 #include "tools/gpu_replay.h"
 #include "tools/common_flags.h"
+#include "tools/model_input.h"
 #include "traces/chrome_trace_writer.h"
 #include "traces/timeline_trace.h"
 #include "comm/world_plugin.h"
@@ -351,12 +353,20 @@ int RunReplay(const Command& command, const Invocation& invocation) {
   // Every transport and recorder operation takes a mutex; abseil's deadlock
   // detection (on in this abseil build) would cost each one a graph lookup.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  std::optional<Model> model;
-  if (const std::string model_path = absl::GetFlag(FLAGS_model); !model_path.empty()) {
-    absl::StatusOr<Model> loaded = LoadModel(model_path, MaxInputBytes());
+  // A model of either version: a version 2 one (layers) is staged for the
+  // schedule below, with --layout / --partition, as plan and simulate do.
+  std::optional<ModelFile> file;
+  std::optional<Model> model;  // its dp settings now, its stage costs once staged
+  const std::string model_path = absl::GetFlag(FLAGS_model);
+  if (!model_path.empty()) {
+    absl::StatusOr<ModelFile> loaded = LoadModelFile(model_path, MaxInputBytes());
     if (!loaded.ok()) return Fail(command, loaded.status());
-    model = *std::move(loaded);
+    file = *std::move(loaded);
+    model = file->layered() ? Model() : file->stages;
+    if (file->layered()) model->dp = file->layers.dp;
   }
+  absl::StatusOr<PartitionChoice> partition = PartitionFromFlags();
+  if (!partition.ok()) return UsageError(command, partition.status().message());
   absl::StatusOr<ReplayFlags> flags = FlagsFromCommandLine(invocation, model);
   if (!flags.ok()) return UsageError(command, flags.status().message());
   ReplayFlags& f = *flags;
@@ -368,6 +378,14 @@ int RunReplay(const Command& command, const Invocation& invocation) {
   if (!input.ok()) return Fail(command, input.status());
   if (absl::Status world = CheckReplayWorld(input->pp, f.dp); !world.ok()) {
     return UsageError(command, world.message());
+  }
+  if (file.has_value()) {
+    absl::StatusOr<StagedModel> staged = ModelForSchedule(*file, *input, *partition);
+    if (!staged.ok()) {
+      return Fail(command, absl::Status(staged.status().code(),
+                                        absl::StrCat(model_path, ": ", staged.status().message())));
+    }
+    model = std::move(staged->model);
   }
   // Arena buffers over MPI need a program that is deadlock-free under
   // rendezvous semantics (runtime/replay.h): receives are placed for it.
@@ -522,7 +540,8 @@ Command ReplayCommand() {
           "over the job (nccl) or one per directed pair (nccl-lazy); the stages are the cpu "
           "ones staged through host memory. Without a CUDA device these exit 1 with \"no "
           "CUDA device\".",
-      .flags = {"backend", "stage", "model", "steps", "dp", "policy", "buffers", "measure_costs", "graph", "trace",
+      .flags = {"backend", "stage", "model", "layout", "partition", "steps", "dp", "policy",
+                "buffers", "measure_costs", "graph", "trace",
                 "timeout", "flight_dir", "json", "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,

@@ -112,6 +112,31 @@ TEST(CmdReplayTest, CostStageWithAModel) {
   EXPECT_THAT(r.out, Not(HasSubstr("reference trainer")));
 }
 
+// A version 2 model, as `jitpipe model` writes it, is staged for the
+// schedule (even cut, or --layout) and replayed with its costs.
+TEST(CmdReplayTest, ReplaysWithAVersion2ModelFromJitpipeModel) {
+  const std::string dir = MakeTempDir("replay_v2");
+  ASSERT_EQ(RunCli({"model", "--layers", "4", "--hidden", "64", "--heads", "4", "--ffn", "128",
+                    "--vocab", "100", "--seq", "16", "--tflops", "1000", "-o", dir + "/m.json"})
+                .exit_code,
+            0);
+  ASSERT_EQ(RunCli({"generate", "--schedule", "1f1b", "--pp", "2", "--microbatches", "4", "-o",
+                    dir + "/s.json"})
+                .exit_code,
+            0);
+  CliResult even = RunCli({"replay", dir + "/s.json", "--stage", "cost", "--model",
+                           dir + "/m.json", "--timeout", "60"});
+  EXPECT_EQ(even.exit_code, 0) << even.err;
+  EXPECT_THAT(even.out, HasSubstr("with cost stages"));
+  CliResult layout = RunCli({"replay", dir + "/s.json", "--stage", "cost", "--model",
+                             dir + "/m.json", "--layout", "Et|tttL", "--timeout", "60"});
+  EXPECT_EQ(layout.exit_code, 0) << layout.err;
+  CliResult bad = RunCli({"replay", dir + "/s.json", "--stage", "cost", "--model",
+                          dir + "/m.json", "--layout", "Et|tL"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("m.json: layout \"Et|tL\" places 2 body layers"));
+}
+
 // A buffer the machine cannot give is an error naming the rank, the action,
 // the buffer and its bytes, for tracked buffers and for the arena; never an
 // abort. (Sanitizers abort on such a request unless told to return null,
