@@ -300,6 +300,8 @@ class Search {
                                                           bool capped, int retries) {
     std::optional<Evaluation> last;
     for (int attempt = 0; attempt <= retries; ++attempt) {
+      // Building is most of a list candidate's cost: check the budget first.
+      if (OutOfTime()) return last;
       absl::StatusOr<Schedule> s = BuildListSchedule(p, c.times);
       if (!s.ok()) return last;  // the cap leaves no way forward
       const std::string description =

@@ -19,7 +19,7 @@ constexpr double kMaxDpSteps = 5e7;
 class Evaluator {
  public:
   Evaluator(const LayeredModel& model, const Schedule& schedule, const BalanceOptions& options)
-      : model_(model), schedule_(schedule), options_(options) {}
+      : model_(model), schedule_(schedule), options_(options), start_(absl::Now()) {}
 
   absl::StatusOr<double> Makespan(const Partition& p) {
     ++evaluations_;
@@ -28,14 +28,21 @@ class Evaluator {
     return prediction.simulation.makespan_us;
   }
 
-  bool Exhausted() const { return evaluations_ >= options_.max_evaluations; }
+  bool Exhausted() {
+    if (evaluations_ >= options_.max_evaluations) return true;
+    if (absl::Now() - start_ >= options_.time_budget) budget_ended_ = true;
+    return budget_ended_;
+  }
+  bool budget_ended() const { return budget_ended_; }
   int evaluations() const { return evaluations_; }
 
  private:
   const LayeredModel& model_;
   const Schedule& schedule_;
   const BalanceOptions& options_;
+  const absl::Time start_;
   int evaluations_ = 0;
+  bool budget_ended_ = false;
 };
 
 // The contiguous cut into `stages` stages with the smallest largest stage
@@ -141,6 +148,7 @@ absl::StatusOr<BalancedPartition> BalancePartition(const LayeredModel& model,
     }
   }
   out.evaluations = eval.evaluations();
+  out.budget_ended = eval.budget_ended();
   return out;
 }
 

@@ -9,14 +9,17 @@
 //      do), each simulated;
 //   2. from the better, steepest descent: every move of one boundary by one
 //      layer is simulated, the best strictly better one is taken, until none
-//      is better or max_evaluations simulations have run.
+//      is better, max_evaluations simulations have run, or time_budget has
+//      passed (the only input that makes the result depend on the machine).
 // The result is never slower than the even cut under the simulator.
 //
-// Pure; thread-compatible. Cost: max_evaluations simulations at most.
+// Pure but for reading the clock; thread-compatible. Cost: max_evaluations
+// simulations at most, and one simulation past time_budget.
 #ifndef JITPIPE_PLANNING_BALANCE_H_
 #define JITPIPE_PLANNING_BALANCE_H_
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "planning/partition.h"
 #include "scheduler/ir/layered_model.h"
 #include "scheduler/ir/schedule.h"
@@ -27,6 +30,7 @@ namespace jitpipe {
 struct BalanceOptions {
   int max_evaluations = 200;
   PredictOptions predict = {};  // how each candidate is simulated (e.g. the overlap pass)
+  absl::Duration time_budget = absl::InfiniteDuration();
 };
 
 struct BalancedPartition {
@@ -34,6 +38,7 @@ struct BalancedPartition {
   double makespan_us = 0;
   double even_makespan_us = 0;  // the even cut's, for comparison
   int evaluations = 0;          // simulations run
+  bool budget_ended = false;    // time_budget stopped the descent early
 };
 
 // Balances `model` over `schedule`'s stages (its chains each cut the same

@@ -48,8 +48,11 @@ absl::StatusOr<StagedModel> ModelForSchedule(const ModelFile& file, const Schedu
     out.how = "layout";
   } else if (choice.method == PartitionMethod::kBalanced) {
     ASSIGN_OR_RETURN(BalancedPartition balanced,
-                     BalancePartition(layered, schedule, {.predict = choice.predict}));
+                     BalancePartition(layered, schedule,
+                                      {.predict = choice.predict,
+                                       .time_budget = choice.time_budget}));
     out.partition = std::move(balanced.partition);
+    out.budget_ended = balanced.budget_ended;
     out.how = "balanced";
   } else {
     ASSIGN_OR_RETURN(out.partition, EvenPartition(layered, stages));

@@ -30,12 +30,14 @@ struct PartitionChoice {
   PartitionMethod method = PartitionMethod::kEven;
   std::string layout = {};  // non-empty: this Megatron-style layout, whatever `method`
   PredictOptions predict = {};  // how the balanced search simulates
+  absl::Duration time_budget = absl::InfiniteDuration();  // of the balanced search
 };
 
 struct StagedModel {
   Model model = {};
   std::optional<Partition> partition = {};  // version 2 only: the cut used
   std::string how = {};               // "even", "balanced", "layout" or "" (version 1)
+  bool budget_ended = false;          // balanced: the time budget stopped the search
   bool layered = false;               // from a version 2 file
   TrainingMemory training = {};       // version 2: its optimizer and device
 };

@@ -274,7 +274,7 @@ Command CompareCommand() {
           "of it: parameters, gradients, optimizer, activations) and whether every rank fits "
           "the device, by how much; sorted by makespan among those that fit; --svg draws the "
           "winner.",
-      .flags = {"pp", "microbatches", "stages_per_rank", "model", "layout", "partition",
+      .flags = {"pp", "microbatches", "stages_per_rank", "model", "layout", "partition", "time_budget",
                 "overlap", "json", "svg"},
       .min_positional = 0,
       .max_positional = 0,

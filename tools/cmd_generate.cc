@@ -17,13 +17,13 @@
 #include "scheduler/generators/generate.h"
 #include "scheduler/ir/model_file.h"
 #include "base/byte_units.h"
+#include "base/status_macros.h"
 #include "scheduler/ir/schedule_io.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 
 ABSL_FLAG(std::string, memory_limit, "",
           "--schedule auto: each rank's memory, e.g. 80GiB (default: the model's device memory)");
-ABSL_FLAG(double, time_budget, 10, "--schedule auto: seconds the search may take");
 
 namespace jitpipe::cli {
 namespace {
@@ -44,12 +44,7 @@ absl::StatusOr<AutoScheduleOptions> AutoOptionsFromFlags() {
     if (*bytes <= 0) return absl::InvalidArgumentError("--memory-limit must be > 0 bytes");
     options.memory_limit = *bytes;
   }
-  const double budget = absl::GetFlag(FLAGS_time_budget);
-  if (!(budget > 0 && budget <= 86400)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--time-budget must be in (0, 86400] seconds, got ", budget));
-  }
-  options.time_budget = absl::Seconds(budget);
+  ASSIGN_OR_RETURN(options.time_budget, TimeBudgetFromFlags());
   if (const int v = absl::GetFlag(FLAGS_stages_per_rank); v != 0) {
     if (v != 1 && v != 2) {
       return absl::InvalidArgumentError(

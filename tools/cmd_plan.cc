@@ -392,7 +392,7 @@ Command PlanCommand() {
                  "parameters, gradients, optimizer state, activations and buffers (the "
                  "planner's peak), the total against the device limit, and the heaviest rank "
                  "with how much it fits or misses by.",
-      .flags = {"model", "layout", "partition", "policy", "prefetch", "arena_slack",
+      .flags = {"model", "layout", "partition", "time_budget", "policy", "prefetch", "arena_slack",
                 "send_budget", "json", "trace", "map", "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,

@@ -80,7 +80,7 @@ Command RenderCommand() {
           "placed at its simulated start and as wide as its time under MODEL (unit costs "
           "without one: F = I = W = 1, B = 2); gradient reductions as thin bars under each "
           "rank; a legend and a time axis. A compute-only FILE is lowered first.",
-      .flags = {"output", "model", "layout", "partition", "overlap", "legacy_names"},
+      .flags = {"output", "model", "layout", "partition", "time_budget", "overlap", "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,
       .run = RunRender,

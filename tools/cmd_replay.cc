@@ -540,7 +540,7 @@ Command ReplayCommand() {
           "over the job (nccl) or one per directed pair (nccl-lazy); the stages are the cpu "
           "ones staged through host memory. Without a CUDA device these exit 1 with \"no "
           "CUDA device\".",
-      .flags = {"backend", "stage", "model", "layout", "partition", "steps", "dp", "policy",
+      .flags = {"backend", "stage", "model", "layout", "partition", "time_budget", "steps", "dp", "policy",
                 "buffers", "measure_costs", "graph", "trace",
                 "timeout", "flight_dir", "json", "legacy_names"},
       .min_positional = 1,

@@ -188,7 +188,7 @@ Command SimulateCommand() {
           "the theoretical minimum (planning/reduction_floor.h). "
           "--trace writes the simulated timeline as a Chrome trace. A version 2 (layered) MODEL is "
           "cut into the schedule's stages evenly, by --layout or --partition balanced.",
-      .flags = {"model", "layout", "partition", "trace", "json", "overlap", "compare_overlap",
+      .flags = {"model", "layout", "partition", "time_budget", "trace", "json", "overlap", "compare_overlap",
                 "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,

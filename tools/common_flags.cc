@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "base/atomic_file.h"
 #include "base/byte_units.h"
 #include "scheduler/ir/schedule_io.h"
@@ -47,11 +48,23 @@ ABSL_FLAG(int, send_budget, 0,
           "hold at most K sent buffers per rank, adding WAIT_SEND_F/B where a receive is "
           "known posted (PyTorch's _add_wait_send_budget); lower: 0 is no budget; plan's "
           "PyTorch report: at least 1 (its default)");
+ABSL_FLAG(double, time_budget, 10,
+          "seconds a search may take: generate --schedule auto, and --partition balanced "
+          "(the best found when it ends)");
 ABSL_FLAG(bool, overlap, false,
           "run the overlap pass: reorder Ws so gradient reductions hide under compute "
           "(needs REDUCE_GRAD)");
 
 namespace jitpipe::cli {
+
+absl::StatusOr<absl::Duration> TimeBudgetFromFlags() {
+  const double budget = absl::GetFlag(FLAGS_time_budget);
+  if (!(budget > 0 && budget <= 86400)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--time-budget must be in (0, 86400] seconds, got ", budget));
+  }
+  return absl::Seconds(budget);
+}
 
 std::uint64_t MaxInputBytes() {
   return static_cast<std::uint64_t>(absl::GetFlag(FLAGS_max_input_bytes).bytes);

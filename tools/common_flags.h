@@ -8,6 +8,7 @@
 #include "absl/flags/declare.h"
 #include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "scheduler/generators/generate.h"
 #include "scheduler/ir/schedule.h"
 
@@ -30,6 +31,7 @@ ABSL_DECLARE_FLAG(bool, legacy_names);
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(std::string, trace);
 ABSL_DECLARE_FLAG(bool, overlap);
+ABSL_DECLARE_FLAG(double, time_budget);
 // lower (0: none) and plan's PyTorch report (>= 1, default 1).
 ABSL_DECLARE_FLAG(int, send_budget);
 // A built-in schedule: generate, lower --schedule, compare.
@@ -39,6 +41,9 @@ ABSL_DECLARE_FLAG(int, microbatches);
 ABSL_DECLARE_FLAG(int, stages_per_rank);
 
 namespace jitpipe::cli {
+
+// --time-budget, checked: (0, 86400] seconds. Errors: InvalidArgument.
+absl::StatusOr<absl::Duration> TimeBudgetFromFlags();
 
 // --max-input-bytes.
 std::uint64_t MaxInputBytes();

@@ -1,6 +1,9 @@
 #include "tools/model_input.h"
 
+#include <cstdio>
+
 #include "absl/flags/flag.h"
+#include "base/status_macros.h"
 #include "absl/strings/str_cat.h"
 #include "scheduler/ir/model_file.h"
 #include "tools/common_flags.h"
@@ -22,6 +25,7 @@ absl::StatusOr<PartitionChoice> PartitionFromFlags() {
   }
   choice.method = *method;
   choice.layout = absl::GetFlag(FLAGS_layout);
+  ASSIGN_OR_RETURN(choice.time_budget, TimeBudgetFromFlags());
   return choice;
 }
 
@@ -34,6 +38,11 @@ absl::StatusOr<StagedModel> LoadModelForSchedule(const std::string& path,
   if (!staged.ok()) {
     return absl::Status(staged.status().code(),
                         absl::StrCat(path, ": ", staged.status().message()));
+  }
+  if (staged->budget_ended) {
+    std::fprintf(stderr,
+                 "note: --time-budget ended the balanced partition's search; its cut is the "
+                 "best found so far\n");
   }
   return staged;
 }

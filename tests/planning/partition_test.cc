@@ -192,6 +192,13 @@ TEST(BalanceTest, MovesLayersOffAHeavyStageAndNeverLosesToEven) {
   EXPECT_EQ(one.partition, even);
   EXPECT_EQ(Message(BalancePartition(m, s, {.max_evaluations = 0})),
             "max_evaluations must be >= 1, got 0");
+  EXPECT_FALSE(b.budget_ended);
+  // A spent time budget stops the search after the even cut, and says so.
+  ASSERT_OK_AND_ASSIGN(BalancedPartition timed,
+                       BalancePartition(m, s, {.time_budget = absl::ZeroDuration()}));
+  EXPECT_EQ(timed.evaluations, 1);
+  EXPECT_TRUE(timed.budget_ended);
+  EXPECT_EQ(timed.partition, even);
 }
 
 TEST(ModelForScheduleTest, VersionOnePassesThroughVersionTwoIsCut) {
