@@ -1,5 +1,6 @@
 #include "base/json_document.h"
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 
@@ -101,8 +102,27 @@ absl::StatusOr<nlohmann::json> ParseJsonDocument(absl::string_view text) {
     size_t byte = e.byte > 0 ? e.byte - 1 : 0;
     return absl::InvalidArgumentError(
         absl::StrCat(LineColumn(text, byte), ": invalid JSON: ", Printable(detail)));
+  } catch (const nlohmann::json::out_of_range& e) {
+    // 406: "[json.exception.out_of_range.406] number overflow parsing '1e999'", without a
+    // position: the number's first standalone occurrence in the text gives it.
+    const std::string what = e.what();
+    const size_t open = what.find('\'');
+    const size_t close = what.rfind('\'');
+    if (e.id == 406 && open != std::string::npos && close > open) {
+      const std::string number = what.substr(open + 1, close - open - 1);
+      size_t at = text.find(number);
+      while (at != absl::string_view::npos && at > 0 &&
+             (std::isdigit(static_cast<unsigned char>(text[at - 1])) || text[at - 1] == '.')) {
+        at = text.find(number, at + 1);
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          at == absl::string_view::npos ? "" : absl::StrCat(LineColumn(text, at), ": "),
+          "invalid JSON: the number ", QuoteForMessage(number),
+          " is out of range (beyond a 64-bit float)"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("invalid JSON: ", Printable(what)));
   } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid JSON: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat("invalid JSON: ", Printable(e.what())));
   }
 }
 

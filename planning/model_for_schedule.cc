@@ -28,6 +28,9 @@ absl::StatusOr<StagedModel> ModelForSchedule(const ModelFile& file, const Schedu
           "--layout and --partition balanced need a version 2 model (layers); this one gives "
           "per-stage costs");
     }
+    // Checked here, so that the error is the model's (its path), not the
+    // schedule's where a pass finds it later.
+    RETURN_IF_ERROR(CheckModelFits(file.stages, schedule.num_stages()));
     out.model = file.stages;
     return out;
   }

@@ -32,8 +32,9 @@ namespace {
 
 int RunRender(const Command& command, const Invocation& invocation) {
   const std::string out = absl::GetFlag(FLAGS_output);
-  if (out.empty() || !absl::EndsWith(out, ".svg")) {
-    return UsageError(command, "-o OUT.svg is required (the output is SVG)");
+  if (out.empty()) return UsageError(command, "-o OUT.svg is required (the output is SVG)");
+  if (!absl::EndsWithIgnoreCase(out, ".svg")) {
+    return UsageError(command, absl::StrCat("-o ", out, ": the output is SVG; name it *.svg"));
   }
   const std::string& path = invocation.positional[0];
   absl::StatusOr<Schedule> schedule = LoadInputSchedule(path);

@@ -1,4 +1,5 @@
 // End-to-end runs of `jitpipe render`: the SVG written, exit codes.
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -74,6 +75,13 @@ TEST_F(CmdRenderTest, ExitCodes) {
                 .exit_code,
             1);
   EXPECT_EQ(RunCli({"render", dir_ + "/none.json", "-o", dir_ + "/x.svg"}).exit_code, 1);
+}
+
+// The extension is matched as file systems that ignore case would: x.SVG is
+// an SVG.
+TEST_F(CmdRenderTest, AnUpperCaseExtensionIsAnSvg) {
+  EXPECT_EQ(RunCli({"render", schedule_, "-o", dir_ + "/x.SVG"}).exit_code, 0);
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/x.SVG"));
 }
 
 }  // namespace
