@@ -221,7 +221,7 @@ TEST_F(CmdPlanTest, ExitCodes) {
        "jitpipe plan: " + dir_ + "/bad_model.json: \"dp.size\" must be a whole number >= 1, "
        "found 0\n"},
       {{"--model", dir_ + "/far.json"}, 1,
-       "jitpipe plan: " + dir_ + "/s.json: \"stages[0].index\" is 5 but the schedule has 2 "
+       "jitpipe plan: " + dir_ + "/far.json: \"stages[0].index\" is 5 but the schedule has 2 "
        "stages (0 to 1)\n"},
       {{"--model", dir_ + "/none.json"}, 1, "jitpipe plan: " + dir_ + "/none.json: no such file\n"},
   };
