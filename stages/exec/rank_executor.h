@@ -329,6 +329,7 @@ class RankExecutor {
   std::vector<int64_t> reduce_ticket_;  // per step: its REDUCE_GRAD's ticket, -1 if none
   double reduce_blocked_since_us_ = -1;  // a WAIT_REDUCE_GRAD blocked since then
   double waited_reduce_us_ = 0;          // this step's time in WAIT_REDUCE_GRADs
+  int reductions_started_ = 0;           // this step's collectives (none at dp 1)
   std::vector<PendingReduction> device_reductions_;  // posted, not seen complete
   std::vector<ReductionSpan> device_reduction_spans_;
   // Stream-ordered: the (stage, microbatch) of each chain-final forward this

@@ -53,6 +53,17 @@ TEST(CmdReplayTest, ReplaysAProgramWithWaitActions) {
   EXPECT_THAT(r.out, HasSubstr("\ncheck against the reference trainer: ok; loss "));
 }
 
+// At dp 1 there is nothing to reduce: no collective runs and no exposed
+// reduction is reported (one-member collectives used to cost 38-1283 us).
+TEST(CmdReplayTest, NoReductionIsExposedAtDpOne) {
+  CliResult r = RunCli({"replay", kTorchtitan, "--stage", "mlp", "--steps", "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["dp"], 1);
+  EXPECT_EQ(j["exposed_reduce_us"].get<double>(), 0);
+  EXPECT_EQ(j["check"]["ok"], true);
+}
+
 TEST(CmdReplayTest, JsonSummary) {
   CliResult r = RunCli({"replay", kTorchtitan, "--stage", "mlp", "--dp", "2", "--steps", "2",
                         "--policy", "eager", "--json"});

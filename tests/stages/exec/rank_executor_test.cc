@@ -469,9 +469,15 @@ TEST(RankExecutorTest, RecordsATimelineOfEveryStep) {
   std::vector<RankRun> runs = RunRanks(plan, {.steps = 2});
   ASSERT_OK(runs[0].status);
   const RankExecutable& exe = plan.executable.ranks[0];
+  size_t reduce_actions = 0;
+  for (const ExecStep& step : exe.steps) {
+    reduce_actions += step.kind == ActionKind::kReduceGrad && step.buffer != kNoBuffer;
+  }
+  ASSERT_GT(reduce_actions, 0u);
   for (const StepResult& step : runs[0].steps) {
-    // One span per step except REDUCE_GRAD (whose reduction is one span).
-    EXPECT_EQ(step.timeline.spans.size(), exe.steps.size());
+    // One span per step but REDUCE_GRAD: with one replica there is no
+    // collective to run and none to draw.
+    EXPECT_EQ(step.timeline.spans.size(), exe.steps.size() - reduce_actions);
     EXPECT_LE(step.start_us, step.compute_end_us);
     EXPECT_LE(step.compute_end_us, step.end_us);
     for (const TimelineSpan& span : step.timeline.spans) {
@@ -705,11 +711,10 @@ TEST(RankExecutorTest, OverADeviceTransportWaitsBecomeStreamDependencies) {
         EXPECT_EQ(device.stream_waits().size(), 2 * recvs) << "rank " << r;
         EXPECT_EQ(device.tests_mid_step(), 0) << "rank " << r;
         EXPECT_EQ(device.markers(), 4) << "rank " << r;
+        // One replica: REDUCE_GRAD posts no collective (nothing to reduce
+        // with); the replay conformance suite's dp 2 cases post them.
         ASSERT_GT(reductions, 0u);
-        EXPECT_THAT(device.reduction_threads(),
-                    ::testing::AllOf(::testing::SizeIs(2 * reductions),
-                                     ::testing::Each(runs[r].driver)))
-            << "rank " << r;
+        EXPECT_THAT(device.reduction_threads(), ::testing::IsEmpty()) << "rank " << r;
         for (int step = 0; step < 2; ++step) {
           EXPECT_EQ(runs[r].steps[step].loss, host[r].steps[step].loss);
           EXPECT_LE(runs[r].steps[step].start_us, runs[r].steps[step].compute_end_us);
