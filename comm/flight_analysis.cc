@@ -96,6 +96,17 @@ class Analyzer {
     std::string text;
   };
 
+  // The entry of `rank` of `kind` with `peer` and `tag`: the one a
+  // tag-matching transport pairs.
+  const FlightEntry* FindByTag(int rank, FlightOpKind kind, int peer, uint64_t tag) const {
+    auto it = by_rank_.find(rank);
+    if (it == by_rank_.end()) return nullptr;
+    for (const FlightEntry& e : it->second->entries) {
+      if (e.kind == kind && e.peer == peer && e.tag == tag) return &e;
+    }
+    return nullptr;
+  }
+
   const FlightEntry* Find(int rank, FlightOpKind kind, int peer, uint64_t peer_seq) const {
     auto it = by_rank_.find(rank);
     if (it == by_rank_.end()) return nullptr;
@@ -134,7 +145,11 @@ class Analyzer {
     const bool recv = e.kind == FlightOpKind::kRecv;
     const FlightOpKind other = recv ? FlightOpKind::kSend : FlightOpKind::kRecv;
     if (!by_rank_.count(e.peer)) return;  // reported as missing
-    const FlightEntry* match = Find(e.peer, other, record.rank, e.peer_seq);
+    // Pair as the transport did (the record says how): a receive posted
+    // out of order by --recv jit still finds its send by tag.
+    const bool by_tag = record.matching == FlightMatching::kByTag;
+    const FlightEntry* match = by_tag ? FindByTag(e.peer, other, record.rank, e.tag)
+                                      : Find(e.peer, other, record.rank, e.peer_seq);
     if (match != nullptr) {
       if (match->tag != e.tag && recv) {
         mismatches_.push_back(absl::StrCat(
@@ -144,7 +159,8 @@ class Analyzer {
       }
       return;
     }
-    if (e.state == FlightOpState::kCompleted || Posted(e.peer, other, record.rank, e.peer_seq)) {
+    if (e.state == FlightOpState::kCompleted ||
+        (!by_tag && Posted(e.peer, other, record.rank, e.peer_seq))) {
       return;  // matched long ago; the partner fell out of the ring
     }
     if (recv) {
@@ -229,6 +245,15 @@ absl::StatusOr<FlightRecord> ParseFlightRecord(absl::string_view json) {
   r.rank = static_cast<int>(rank);
   r.world_size = static_cast<int>(world);
   if (doc.contains("reason") && doc["reason"].is_string()) r.reason = doc["reason"];
+  if (doc.contains("matching")) {
+    ASSIGN_OR_RETURN(std::string matching, GetString(doc, "matching", ""));
+    if (matching == "tag") {
+      r.matching = FlightMatching::kByTag;
+    } else if (matching != "order") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"matching\" is \"", matching, "\"; expected tag or order"));
+    }
+  }
   if (auto p = doc.find("position"); p != doc.end() && p->is_object()) {
     ASSIGN_OR_RETURN(int64_t index, GetInt(*p, "index", "position", -1, INT32_MAX));
     r.position_index = static_cast<int>(index);

@@ -25,6 +25,8 @@ namespace jitpipe {
 struct FlightRecord {
   int rank = -1;
   int world_size = 0;
+  // Records without the field predate it and were paired by order.
+  FlightMatching matching = FlightMatching::kByOrder;
   std::string reason;
   int position_index = -1;
   std::string position_action;

@@ -79,12 +79,22 @@ std::vector<FlightEntry> FlightRecorder::Entries() const {
   return {entries_.begin(), entries_.end()};
 }
 
+absl::string_view FlightMatchingName(FlightMatching matching) {
+  return matching == FlightMatching::kByTag ? "tag" : "order";
+}
+
+void FlightRecorder::SetMatching(FlightMatching matching) {
+  absl::MutexLock lock(&mu_);
+  matching_ = matching;
+}
+
 std::string FlightRecorder::ToJson(absl::string_view reason) const {
   absl::MutexLock lock(&mu_);
   nlohmann::json doc = {{"format", std::string(kFlightRecordFormat)},
                         {"version", kFlightRecordVersion},
                         {"rank", rank_},
                         {"world_size", world_size_},
+                        {"matching", std::string(FlightMatchingName(matching_))},
                         {"reason", std::string(reason)},
                         {"dumped_us", NowUs()},
                         {"position", {{"index", position_index_}, {"action", position_action_}}}};

@@ -36,6 +36,13 @@ inline constexpr absl::string_view kFlightRecordFormat = "jitpipe.flight_record"
 inline constexpr int kFlightRecordVersion = 1;
 
 enum class FlightOpKind { kSend, kRecv, kAllReduce, kReduceScatter };
+
+// How the transport pairs a receive with a send, written in the record so
+// that fr-analyze pairs entries by the same rule: by tag (in-process, MPI:
+// a receive posted out of order still finds its send, as --recv jit posts
+// them) or in posting order per pair of ranks (NCCL).
+enum class FlightMatching { kByTag, kByOrder };
+absl::string_view FlightMatchingName(FlightMatching matching);
 enum class FlightOpState { kPosted, kCompleted, kFailed };
 
 absl::string_view FlightOpKindName(FlightOpKind kind);
@@ -73,6 +80,9 @@ class FlightRecorder {
   // Where the rank's program stands: the index and action it is executing.
   void SetPosition(int program_index, const std::string& action);
 
+  // The transport's pairing rule (default: by tag).
+  void SetMatching(FlightMatching matching);
+
   std::vector<FlightEntry> Entries() const;
 
   // The record as JSON text; `reason` says why it was dumped.
@@ -94,6 +104,7 @@ class FlightRecorder {
   // Next per-peer sequence by (kind, peer), and per group for collectives.
   absl::flat_hash_map<std::pair<int, int>, uint64_t> peer_seq_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::vector<int>, uint64_t> group_seq_ ABSL_GUARDED_BY(mu_);
+  FlightMatching matching_ ABSL_GUARDED_BY(mu_) = FlightMatching::kByTag;
   int position_index_ ABSL_GUARDED_BY(mu_) = -1;
   std::string position_action_ ABSL_GUARDED_BY(mu_);
 };

@@ -77,6 +77,9 @@ class RankRunner {
   // One step of the rank's program (RankExecutor::RunStep). REQUIRES: Start.
   absl::StatusOr<StepResult> RunStep();
 
+  // How the world pairs transfers, recorded for fr-analyze.
+  void SetFlightMatching(FlightMatching matching) { recorder_.SetMatching(matching); }
+
   // The rank's flight record as it stands, with `reason` (FlightRecorder::ToJson).
   std::string Snapshot(absl::string_view reason) const { return recorder_.ToJson(reason); }
 

@@ -75,7 +75,12 @@ class Replay {
       absl::StatusOr<std::unique_ptr<RankRunner>> made =
           RankRunner::Create(schedule_, executable_, plans_, me.world_rank,
                              world_.transport(me.world_rank), factory, options_);
-      if (made.ok()) me.runner = *std::move(made);
+      if (made.ok()) {
+        me.runner = *std::move(made);
+        me.runner->SetFlightMatching(world_.p2p_ordering() == P2pOrdering::kByTag
+                                         ? FlightMatching::kByTag
+                                         : FlightMatching::kByOrder);
+      }
       me.status = made.status();
     }
     if (!options_.flight_dir.empty()) {
