@@ -49,7 +49,7 @@ inline constexpr Size kLarge = {"interleaved-1f1b", 128, 4, 1024};
 const Schedule& ComputeOnly(const Size& size);
 const Schedule& Lowered(const Size& size);
 
-// DESIGN.md's example model: 1 us per F, I and W; 1 MiB inputs and outputs,
+// docs/design.md's example model: 1 us per F, I and W; 1 MiB inputs and outputs,
 // 4 MiB stash, 16 MiB parameters; free point-to-point links; no data
 // parallelism.
 Model ExampleModel();

@@ -25,7 +25,7 @@
 #include "memory/memory_plan.h"
 #include "scheduler/generators/generate.h"
 #include "scheduler/passes/lower.h"
-#include "scheduler/passes/validate.h"
+#include "scheduler/analysis/validate.h"
 #include "stages/predict/predict.h"
 
 namespace jitpipe::bench {

@@ -2,7 +2,7 @@
 # Issue 19, item 4: the whole chain through the CLI, interleaved 1F1B pp 128
 # v 4 m 1024, one process per step as a user runs it:
 #   generate -> lower (--recv jit) -> validate -> plan -> simulate
-# with DESIGN.md's example model, then `plan` alone with a model whose 512
+# with docs/design.md's example model, then `plan` alone with a model whose 512
 # stages each have their own stash and output sizes (the same sizes as
 # DistinctModel in bench/bench_support.cc: the arena's hardest case).
 #

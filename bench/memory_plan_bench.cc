@@ -22,7 +22,7 @@ const Schedule& BigSchedule() {
   return *schedule;
 }
 
-// DESIGN.md's example model; `skewed` adds uneven stages 1, 2 and 5.
+// docs/design.md's example model; `skewed` adds uneven stages 1, 2 and 5.
 Model BenchModel(bool skewed) {
   Model m;
   m.defaults.input_bytes = 1 << 20;

@@ -15,8 +15,8 @@
 #include "benchmark/benchmark.h"
 #include "scheduler/generators/generate.h"
 #include "scheduler/passes/lower.h"
-#include "scheduler/passes/validate.h"
-#include "scheduler/passes/validate_structure.h"
+#include "scheduler/analysis/validate.h"
+#include "scheduler/analysis/validate_structure.h"
 
 namespace jitpipe::bench {
 namespace {

@@ -46,7 +46,7 @@
 namespace jitpipe {
 
 // When a posted send completes, which decides what a program must guarantee
-// to run over the backend (scheduler/passes/validate.h).
+// to run over the backend (scheduler/analysis/validate.h).
 enum class SendCompletion {
   kEager,       // when posted: the bytes are copied out (in-process)
   kRendezvous,  // possibly only once its receive is posted (MPI, large messages)

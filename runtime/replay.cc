@@ -23,7 +23,7 @@
 #include "runtime/rank_report.h"
 #include "runtime/rank_runner.h"
 #include "runtime/replay_plan.h"
-#include "scheduler/passes/validate.h"
+#include "scheduler/analysis/validate.h"
 #include "stages/exec/timeline_transfers.h"
 
 namespace jitpipe {

@@ -7,8 +7,8 @@
 #include "base/status_macros.h"
 #include "scheduler/analysis/comm_matching.h"
 #include "scheduler/passes/lower.h"
-#include "scheduler/passes/pair_order.h"
-#include "scheduler/passes/validate.h"
+#include "scheduler/analysis/pair_order.h"
+#include "scheduler/analysis/validate.h"
 
 namespace jitpipe {
 

@@ -9,7 +9,7 @@
 //   dashes in names are underscores in absl (--stages-per-rank);
 //   "--" ends the flags; anything else is positional.
 //
-// Exit status (DESIGN.md): 0 success, 1 invalid input or a failed check, 2
+// Exit status (docs/design.md): 0 success, 1 invalid input or a failed check, 2
 // usage error. Errors go to stderr as one line "jitpipe <cmd>: <message>".
 #ifndef JITPIPE_TOOLS_CLI_H_
 #define JITPIPE_TOOLS_CLI_H_

@@ -9,7 +9,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "scheduler/ir/schedule_io.h"
-#include "scheduler/passes/validate_structure.h"
+#include "scheduler/analysis/validate_structure.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 

@@ -44,7 +44,7 @@
 #include "traces/chrome_trace_writer.h"
 #include "traces/timeline_trace.h"
 #include "comm/world_plugin.h"
-#include "runtime/mlp_gradients.h"
+#include "stages/reference/mlp_gradients.h"
 
 ABSL_DECLARE_FLAG(std::string, policy);  // cmd_plan.cc: jit | eager
 

@@ -7,7 +7,7 @@
 // end, reduction time, peak bytes at simulated time) and a summary line
 // (makespan, both bubble measures, exposed reduction). --compare-overlap
 // simulates the program without and with the overlap pass and reports the
-// exposed reduction of both. --json prints DESIGN.md's shape, with more keys
+// exposed reduction of both. --json prints docs/design.md's shape, with more keys
 // (see PrintJson). --trace writes the simulated timeline as a Chrome trace.
 // A lowered FILE without REDUCE_GRAD while the model's dp.size > 1 is
 // simulated as given, with a note on stderr that reductions are not modelled.

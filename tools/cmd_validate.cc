@@ -32,7 +32,7 @@
 #include "scheduler/analysis/grid_report.h"
 #include "scheduler/execution/comm_fifo.h"
 #include "scheduler/passes/lower.h"
-#include "scheduler/passes/validate.h"
+#include "scheduler/analysis/validate.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 

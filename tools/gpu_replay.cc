@@ -13,7 +13,7 @@
 #include "base/status_macros.h"
 #include "comm/cuda/cuda_world.h"
 #include "comm/nccl/nccl_world.h"
-#include "runtime/mlp_gradients.h"
+#include "stages/reference/mlp_gradients.h"
 #include "stages/device/host_staged_stage.h"
 #include "stages/reference/cuda_mlp_stage.h"
 #include "tools/gpu_graph_step.h"

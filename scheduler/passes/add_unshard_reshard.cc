@@ -12,8 +12,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
-#include "scheduler/passes/cpython_int_set.h"
-#include "scheduler/passes/pass_utils.h"
+#include "base/cpython_int_set.h"
+#include "scheduler/analysis/pass_utils.h"
 
 namespace jitpipe {
 namespace {

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "scheduler/analysis/comm_matching.h"
-#include "scheduler/passes/pass_utils.h"
-#include "scheduler/passes/validate_structure.h"
+#include "scheduler/analysis/pass_utils.h"
+#include "scheduler/analysis/validate_structure.h"
 
 namespace jitpipe {
 namespace {

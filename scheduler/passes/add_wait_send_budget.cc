@@ -12,8 +12,8 @@
 #include "base/status_macros.h"
 #include "scheduler/analysis/comm_matching.h"
 #include "scheduler/execution/rank_cursor.h"
-#include "scheduler/passes/pass_utils.h"
-#include "scheduler/passes/validate.h"
+#include "scheduler/analysis/pass_utils.h"
+#include "scheduler/analysis/validate.h"
 
 namespace jitpipe {
 namespace {

@@ -13,12 +13,12 @@
 #include "scheduler/passes/lower_send_recv_early.h"
 #include "scheduler/passes/merge_backward.h"
 #include "scheduler/passes/overlap_reduce.h"
-#include "scheduler/passes/pass_utils.h"
+#include "scheduler/analysis/pass_utils.h"
 #include "scheduler/passes/place_recvs_jit_rendezvous.h"
 #include "scheduler/passes/place_recvs_just_in_time.h"
 #include "scheduler/passes/split_backward.h"
-#include "scheduler/passes/validate.h"
-#include "scheduler/passes/validate_structure.h"
+#include "scheduler/analysis/validate.h"
+#include "scheduler/analysis/validate_structure.h"
 
 namespace jitpipe {
 namespace {

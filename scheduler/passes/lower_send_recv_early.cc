@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "scheduler/analysis/program_index.h"
-#include "scheduler/passes/pass_utils.h"
+#include "scheduler/analysis/pass_utils.h"
 
 namespace jitpipe {
 namespace {

@@ -12,8 +12,8 @@
 #include "scheduler/analysis/comm_matching.h"
 #include "scheduler/execution/rank_cursor.h"
 #include "scheduler/execution/run_ranks.h"
-#include "scheduler/passes/message_index.h"
-#include "scheduler/passes/pass_utils.h"
+#include "scheduler/analysis/message_index.h"
+#include "scheduler/analysis/pass_utils.h"
 
 namespace jitpipe {
 namespace {

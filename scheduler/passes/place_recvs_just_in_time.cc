@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "base/status_macros.h"
-#include "scheduler/passes/message_index.h"
-#include "scheduler/passes/pass_utils.h"
+#include "scheduler/analysis/message_index.h"
+#include "scheduler/analysis/pass_utils.h"
 
 namespace jitpipe {
 namespace {

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "base/status_macros.h"
-#include "scheduler/passes/pass_utils.h"
+#include "scheduler/analysis/pass_utils.h"
 
 namespace jitpipe {
 namespace {

@@ -8,7 +8,7 @@
 #include "base/status_macros.h"
 #include "memory/liveness.h"
 #include "scheduler/passes/lower.h"
-#include "scheduler/passes/pass_utils.h"
+#include "scheduler/analysis/pass_utils.h"
 
 namespace jitpipe {
 namespace {

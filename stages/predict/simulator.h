@@ -1,7 +1,7 @@
 // The simulator: a deterministic discrete-event run of an executable under
 // the cost model: the ranks' cursors (scheduler/execution/rank_cursor.h)
 // driven by RunRanks on a virtual clock, so the waits and memory events are
-// exactly the validator's and the rank executor's (DESIGN.md, "Execution
+// exactly the validator's and the rank executor's (docs/design.md, "Execution
 // semantics").
 //
 // Per rank:

@@ -32,7 +32,7 @@
 #include "scheduler/ir/schedule_csv.h"
 #include "scheduler/ir/schedule_json.h"
 #include "scheduler/passes/lower.h"
-#include "scheduler/passes/validate.h"
+#include "scheduler/analysis/validate.h"
 #include "stages/exec/rank_executable.h"
 #include "stages/predict/simulator.h"
 #include "tests/fuzz/fuzz_check.h"

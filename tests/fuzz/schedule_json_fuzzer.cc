@@ -8,7 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "scheduler/ir/schedule.h"
 #include "scheduler/ir/schedule_json.h"
-#include "scheduler/passes/validate.h"
+#include "scheduler/analysis/validate.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_limits.h"
 

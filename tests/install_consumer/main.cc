@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "scheduler/ir/schedule_csv.h"
-#include "scheduler/passes/validate_structure.h"
+#include "scheduler/analysis/validate_structure.h"
 
 int main() {
   auto schedule = jitpipe::ParseScheduleCsv("0F0,0F1,,0B0,0B1\n,1F0,1F1,1B0,1B1\n");

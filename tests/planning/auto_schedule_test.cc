@@ -10,7 +10,7 @@
 #include "planning/list_scheduler.h"
 #include "planning/partition.h"
 #include "planning/zero_bubble_heuristic.h"
-#include "scheduler/passes/validate_structure.h"
+#include "scheduler/analysis/validate_structure.h"
 #include "tests/testing/status_matchers.h"
 
 namespace jitpipe::auto_schedule_test {

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/generators/generate.h"
 #include "scheduler/passes/lower.h"
-#include "scheduler/passes/validate.h"
+#include "scheduler/analysis/validate.h"
 #include "stages/predict/predict.h"
 #include "tests/testing/status_matchers.h"
 

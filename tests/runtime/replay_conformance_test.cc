@@ -24,7 +24,7 @@
 #include "comm/nccl/nccl_world.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/mlp_gradients.h"
+#include "stages/reference/mlp_gradients.h"
 #include "runtime/replay.h"
 #include "scheduler/generators/generate.h"
 #include "runtime/replay_plan.h"

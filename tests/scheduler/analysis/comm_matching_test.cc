@@ -9,7 +9,7 @@
 #include "scheduler/generators/generate.h"
 #include "scheduler/ir/schedule_csv.h"
 #include "scheduler/passes/lower.h"
-#include "scheduler/passes/validate_structure.h"
+#include "scheduler/analysis/validate_structure.h"
 #include "tests/testing/program_mutations.h"
 #include "tests/testing/status_matchers.h"
 

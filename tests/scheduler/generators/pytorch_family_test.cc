@@ -11,7 +11,7 @@
 #include "scheduler/generators/generate.h"
 #include "scheduler/generators/generator_families.h"
 #include "scheduler/generators/interleaved_rounds.h"
-#include "scheduler/passes/validate_structure.h"
+#include "scheduler/analysis/validate_structure.h"
 #include "tests/testing/conformance.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"

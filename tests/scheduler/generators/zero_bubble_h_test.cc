@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "scheduler/passes/validate_structure.h"
+#include "scheduler/analysis/validate_structure.h"
 #include "tests/scheduler/generators/zero_bubble_anchors.h"
 #include "tests/testing/conformance.h"
 #include "tests/testing/status_matchers.h"

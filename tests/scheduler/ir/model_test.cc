@@ -15,7 +15,7 @@ using ::jitpipe::testing::MakeTempDir;
 using ::jitpipe::testing::Message;
 using ::jitpipe::testing::WriteTextFile;
 
-// DESIGN.md's example model.
+// docs/design.md's example model.
 constexpr char kDesignModel[] = R"({"format": "jitpipe.model", "version": 1,
  "defaults": {"forward_us": 1, "backward_input_us": 1, "backward_weight_us": 1,
               "input_bytes": 1048576, "output_bytes": 1048576,

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "scheduler/passes/cpython_int_set.h"
+#include "base/cpython_int_set.h"
 #include "scheduler/passes/lower.h"
 #include "tests/scheduler/passes/generator_cases.h"
 #include "tests/scheduler/passes/pass_test_util.h"

@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/generators/generate.h"
 #include "scheduler/passes/lower.h"
-#include "scheduler/passes/validate.h"
+#include "scheduler/analysis/validate.h"
 #include "tests/scheduler/passes/pass_test_util.h"
 #include "tests/testing/status_matchers.h"
 

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/ir/schedule_csv.h"
 #include "scheduler/passes/lower_send_recv_early.h"
-#include "scheduler/passes/validate.h"
+#include "scheduler/analysis/validate.h"
 #include "tests/scheduler/passes/pass_test_util.h"
 #include "tests/testing/conformance.h"
 #include "tests/testing/status_matchers.h"

@@ -15,7 +15,7 @@
 #include "scheduler/ir/format_grid.h"
 #include "scheduler/ir/schedule_csv.h"
 #include "scheduler/passes/lower.h"
-#include "scheduler/passes/validate.h"
+#include "scheduler/analysis/validate.h"
 #include "stages/predict/predict.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"

@@ -1,4 +1,4 @@
-#include "scheduler/passes/validate_structure.h"
+#include "scheduler/analysis/validate_structure.h"
 
 #include <random>
 #include <string>

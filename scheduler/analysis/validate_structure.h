@@ -20,8 +20,8 @@
 //   rank 3, index 0 (3B0): full backward of stage 3 microbatch 0 comes before its forward
 // or, for something missing, the stage and microbatch:
 //   rank 2: stage 2 has no forward for microbatch 5
-#ifndef JITPIPE_SCHEDULER_PASSES_VALIDATE_STRUCTURE_H_
-#define JITPIPE_SCHEDULER_PASSES_VALIDATE_STRUCTURE_H_
+#ifndef JITPIPE_SCHEDULER_ANALYSIS_VALIDATE_STRUCTURE_H_
+#define JITPIPE_SCHEDULER_ANALYSIS_VALIDATE_STRUCTURE_H_
 
 #include "absl/status/status.h"
 #include "scheduler/ir/schedule.h"
@@ -40,4 +40,4 @@ absl::Status ValidateStructurePerAction(const Schedule& schedule);
 
 }  // namespace jitpipe
 
-#endif  // JITPIPE_SCHEDULER_PASSES_VALIDATE_STRUCTURE_H_
+#endif  // JITPIPE_SCHEDULER_ANALYSIS_VALIDATE_STRUCTURE_H_

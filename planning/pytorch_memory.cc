@@ -1,4 +1,4 @@
-#include "stages/predict/pytorch_memory.h"
+#include "planning/pytorch_memory.h"
 
 #include <cmath>
 #include <optional>
@@ -11,7 +11,7 @@
 #include "memory/liveness.h"
 #include "scheduler/passes/add_wait_send.h"
 #include "scheduler/passes/add_wait_send_budget.h"
-#include "scheduler/passes/pass_utils.h"
+#include "scheduler/analysis/pass_utils.h"
 
 namespace jitpipe {
 namespace {

@@ -1,4 +1,4 @@
-#include "scheduler/passes/pair_order.h"
+#include "scheduler/analysis/pair_order.h"
 
 #include <string>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "stages/predict/pytorch_memory.h"
+#include "planning/pytorch_memory.h"
 
 #include <string>
 #include <vector>

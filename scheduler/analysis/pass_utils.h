@@ -2,8 +2,8 @@
 // output schedule, and dense (stage, microbatch) indexing.
 //
 // All functions are pure and thread-compatible.
-#ifndef JITPIPE_SCHEDULER_PASSES_PASS_UTILS_H_
-#define JITPIPE_SCHEDULER_PASSES_PASS_UTILS_H_
+#ifndef JITPIPE_SCHEDULER_ANALYSIS_PASS_UTILS_H_
+#define JITPIPE_SCHEDULER_ANALYSIS_PASS_UTILS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -110,4 +110,4 @@ absl::Status CheckProgram(const Schedule& schedule, absl::string_view expectatio
 
 }  // namespace jitpipe
 
-#endif  // JITPIPE_SCHEDULER_PASSES_PASS_UTILS_H_
+#endif  // JITPIPE_SCHEDULER_ANALYSIS_PASS_UTILS_H_

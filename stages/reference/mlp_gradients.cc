@@ -1,4 +1,4 @@
-#include "runtime/mlp_gradients.h"
+#include "stages/reference/mlp_gradients.h"
 
 #include <cstdint>
 #include <cstring>

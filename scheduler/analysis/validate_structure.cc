@@ -1,4 +1,4 @@
-#include "scheduler/passes/validate_structure.h"
+#include "scheduler/analysis/validate_structure.h"
 
 #include "absl/strings/string_view.h"
 #include <vector>
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "scheduler/analysis/action_error.h"
-#include "scheduler/passes/pass_utils.h"
+#include "scheduler/analysis/pass_utils.h"
 
 namespace jitpipe {
 namespace {

@@ -1,4 +1,4 @@
-#include "scheduler/passes/cpython_int_set.h"
+#include "base/cpython_int_set.h"
 
 #include <cstddef>
 #include <utility>

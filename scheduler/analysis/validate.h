@@ -2,7 +2,7 @@
 //
 // Two execution semantics for a lowered program (wait_rules.h has the table):
 //
-// Relaxed (CommSemantics::kRelaxed, the default; DESIGN.md, PyTorch's
+// Relaxed (CommSemantics::kRelaxed, the default; docs/design.md, PyTorch's
 // runtime, and jitpipe's transports, comm/transport.h): SENDs and RECVs
 // match by identity (stage, microbatch, kind: what the transports' tags
 // encode), in any order per pair of ranks. A SEND is posted and the rank
@@ -25,8 +25,8 @@
 // its SEND order, run under relaxed semantics and hang (or mismatch) under
 // strict ones. `--recv jit` lowers for relaxed semantics, `--recv
 // jit-rendezvous` for strict ones too (lower.h).
-#ifndef JITPIPE_SCHEDULER_PASSES_VALIDATE_H_
-#define JITPIPE_SCHEDULER_PASSES_VALIDATE_H_
+#ifndef JITPIPE_SCHEDULER_ANALYSIS_VALIDATE_H_
+#define JITPIPE_SCHEDULER_ANALYSIS_VALIDATE_H_
 
 #include <optional>
 
@@ -97,4 +97,4 @@ absl::StatusOr<CommPositions> ValidateLowered(const Schedule& schedule,
 
 }  // namespace jitpipe
 
-#endif  // JITPIPE_SCHEDULER_PASSES_VALIDATE_H_
+#endif  // JITPIPE_SCHEDULER_ANALYSIS_VALIDATE_H_

@@ -1,4 +1,4 @@
-#include "scheduler/passes/validate.h"
+#include "scheduler/analysis/validate.h"
 
 #include <string>
 #include <vector>

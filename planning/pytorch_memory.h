@@ -23,8 +23,8 @@
 // Pure; thread-compatible. Cost: two passes over the program (side by
 // side) and, per rank (ranks side by side), four lifetime computations and
 // the pools.
-#ifndef JITPIPE_STAGES_PREDICT_PYTORCH_MEMORY_H_
-#define JITPIPE_STAGES_PREDICT_PYTORCH_MEMORY_H_
+#ifndef JITPIPE_PLANNING_PYTORCH_MEMORY_H_
+#define JITPIPE_PLANNING_PYTORCH_MEMORY_H_
 
 #include <cstdint>
 #include <optional>
@@ -78,4 +78,4 @@ absl::StatusOr<PyTorchMemory> PlanPyTorchMemory(const Schedule& lowered, const M
 
 }  // namespace jitpipe
 
-#endif  // JITPIPE_STAGES_PREDICT_PYTORCH_MEMORY_H_
+#endif  // JITPIPE_PLANNING_PYTORCH_MEMORY_H_

@@ -17,8 +17,8 @@
 // checks every action; const methods are thread-compatible. Cost: the index,
 // then one walk of the programs that looks only at transfers and consumers,
 // and one of the message table.
-#ifndef JITPIPE_SCHEDULER_PASSES_MESSAGE_INDEX_H_
-#define JITPIPE_SCHEDULER_PASSES_MESSAGE_INDEX_H_
+#ifndef JITPIPE_SCHEDULER_ANALYSIS_MESSAGE_INDEX_H_
+#define JITPIPE_SCHEDULER_ANALYSIS_MESSAGE_INDEX_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -30,7 +30,7 @@
 #include "scheduler/analysis/program_index.h"
 #include "scheduler/analysis/rank_pair_map.h"
 #include "scheduler/ir/schedule.h"
-#include "scheduler/passes/pass_utils.h"
+#include "scheduler/analysis/pass_utils.h"
 
 namespace jitpipe {
 
@@ -130,4 +130,4 @@ class MessageIndex {
 
 }  // namespace jitpipe
 
-#endif  // JITPIPE_SCHEDULER_PASSES_MESSAGE_INDEX_H_
+#endif  // JITPIPE_SCHEDULER_ANALYSIS_MESSAGE_INDEX_H_

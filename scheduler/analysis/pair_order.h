@@ -18,8 +18,8 @@
 //   1RECV_F1 before 1RECV_F0 (index 1); under strict rendezvous semantics
 //   sends and receives between two ranks match in posting order
 // (one line).
-#ifndef JITPIPE_SCHEDULER_PASSES_PAIR_ORDER_H_
-#define JITPIPE_SCHEDULER_PASSES_PAIR_ORDER_H_
+#ifndef JITPIPE_SCHEDULER_ANALYSIS_PAIR_ORDER_H_
+#define JITPIPE_SCHEDULER_ANALYSIS_PAIR_ORDER_H_
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -43,4 +43,4 @@ absl::Status CheckPairOrder(const Schedule& schedule, const CommPositions& posit
 
 }  // namespace jitpipe
 
-#endif  // JITPIPE_SCHEDULER_PASSES_PAIR_ORDER_H_
+#endif  // JITPIPE_SCHEDULER_ANALYSIS_PAIR_ORDER_H_

@@ -1,11 +1,11 @@
-#include "scheduler/passes/validate.h"
+#include "scheduler/analysis/validate.h"
 
 #include "base/status_macros.h"
 #include "scheduler/analysis/comm_matching.h"
 #include "scheduler/execution/comm_fifo.h"
 #include "scheduler/execution/deadlock.h"
-#include "scheduler/passes/pair_order.h"
-#include "scheduler/passes/validate_structure.h"
+#include "scheduler/analysis/pair_order.h"
+#include "scheduler/analysis/validate_structure.h"
 #include "scheduler/execution/wait_rules.h"
 
 namespace jitpipe {

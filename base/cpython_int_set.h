@@ -17,8 +17,8 @@
 //   s.Elements() == {17, 9}      // what list({..}) gives in Python
 //
 // A plain value type; not thread-safe.
-#ifndef JITPIPE_SCHEDULER_PASSES_CPYTHON_INT_SET_H_
-#define JITPIPE_SCHEDULER_PASSES_CPYTHON_INT_SET_H_
+#ifndef JITPIPE_BASE_CPYTHON_INT_SET_H_
+#define JITPIPE_BASE_CPYTHON_INT_SET_H_
 
 #include <cstdint>
 #include <vector>
@@ -55,4 +55,4 @@ class CPythonIntSet {
 
 }  // namespace jitpipe
 
-#endif  // JITPIPE_SCHEDULER_PASSES_CPYTHON_INT_SET_H_
+#endif  // JITPIPE_BASE_CPYTHON_INT_SET_H_

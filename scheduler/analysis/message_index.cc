@@ -1,4 +1,4 @@
-#include "scheduler/passes/message_index.h"
+#include "scheduler/analysis/message_index.h"
 
 #include <utility>
 

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/generators/generate.h"
 #include "scheduler/passes/lower.h"
-#include "stages/predict/pytorch_memory.h"
+#include "planning/pytorch_memory.h"
 #include "tests/testing/status_matchers.h"
 
 namespace jitpipe::pytorch_memory_parallel_test {

@@ -2,8 +2,8 @@
 // processes: each process's stages saw their own gradients; this gathers
 // them at world rank 0 so that CompareWithReference there checks the whole
 // world.
-#ifndef JITPIPE_RUNTIME_MLP_GRADIENTS_H_
-#define JITPIPE_RUNTIME_MLP_GRADIENTS_H_
+#ifndef JITPIPE_STAGES_REFERENCE_MLP_GRADIENTS_H_
+#define JITPIPE_STAGES_REFERENCE_MLP_GRADIENTS_H_
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -27,4 +27,4 @@ absl::Status GatherMlpGradients(const Schedule& schedule, MlpStageFactory& facto
 
 }  // namespace jitpipe
 
-#endif  // JITPIPE_RUNTIME_MLP_GRADIENTS_H_
+#endif  // JITPIPE_STAGES_REFERENCE_MLP_GRADIENTS_H_

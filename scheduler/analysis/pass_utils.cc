@@ -1,4 +1,4 @@
-#include "scheduler/passes/pass_utils.h"
+#include "scheduler/analysis/pass_utils.h"
 
 #include <string>
 #include <utility>
