@@ -1,5 +1,5 @@
 // Shared modules loaded at run time with dlopen(): the backend worlds
-// (comm/world_plugin.h) and the CLI's device replay (tools/gpu_module.cc),
+// (comm/world_plugin.h) and the CLI's device replay (runtime/gpu/module_loader.cc),
 // whose libraries are heavy enough that a process loads them only when it
 // uses them.
 //

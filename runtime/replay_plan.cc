@@ -37,6 +37,14 @@ absl::StatusOr<Schedule> LowerForOrdering(const Schedule& schedule, P2pOrdering 
   return absl::InternalError("an unknown ordering");
 }
 
+absl::StatusOr<Schedule> LowerForBackend(const Schedule& schedule, const BackendTraits& backend,
+                                         BufferMode buffers) {
+  if (backend.ordering != P2pOrdering::kByTag) return LowerForOrdering(schedule, backend.ordering);
+  const bool rendezvous =
+      backend.send_completion == SendCompletion::kRendezvous && buffers == BufferMode::kArena;
+  return LowerForReplay(schedule, rendezvous ? RecvPlacement::kJitRendezvous : RecvPlacement::kJit);
+}
+
 absl::Status CheckProgramOrder(const Schedule& lowered, P2pOrdering ordering) {
   switch (ordering) {
     case P2pOrdering::kByTag:

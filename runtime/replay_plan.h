@@ -17,6 +17,8 @@
 #include "comm/world.h"
 #include "memory/buffer_lifetimes.h"
 #include "memory/memory_plan.h"
+#include "comm/backend_traits.h"
+#include "runtime/replay_options.h"
 #include "scheduler/ir/model.h"
 #include "scheduler/ir/schedule.h"
 #include "scheduler/passes/lower.h"
@@ -47,6 +49,15 @@ absl::StatusOr<Schedule> LowerForReplay(const Schedule& schedule,
 // A schedule that is lowered already is returned as it is (check it with
 // CheckProgramOrder). Errors: those of Lower().
 absl::StatusOr<Schedule> LowerForOrdering(const Schedule& schedule, P2pOrdering ordering);
+
+// The lowering for a backend, once, from its traits (comm/backend_traits.h):
+// a backend that matches in FIFO order as LowerForOrdering places receives
+// for it; a rendezvous backend (MPI) with buffers reused mid-step (arena)
+// --recv jit-rendezvous, so the executor's waits for sends cannot deadlock;
+// otherwise --recv jit. A lowered schedule is returned as it is. Errors:
+// those of Lower().
+absl::StatusOr<Schedule> LowerForBackend(const Schedule& schedule, const BackendTraits& backend,
+                                         BufferMode buffers);
 
 // OK when a lowered program cannot deadlock or mismatch over a backend
 // that matches by `ordering`: relaxed validation for kByTag, plus the

@@ -30,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/json_document.h"
 #include "base/status_macros.h"
+#include "comm/backend_traits.h"
 #include "scheduler/ir/model.h"
 #include "scheduler/ir/model_file.h"
 #include "stages/reference/cost_stage.h"
@@ -38,7 +39,7 @@
 #include "stages/reference/mlp_stage.h"
 #include "runtime/replay_plan.h"
 #include "tools/commands.h"
-#include "tools/gpu_replay.h"
+#include "runtime/gpu/replay.h"
 #include "tools/common_flags.h"
 #include "tools/model_input.h"
 #include "traces/chrome_trace_writer.h"
@@ -84,12 +85,9 @@ constexpr double kMlpTolerance = 1e-5;
 constexpr bool kHaveMpi = JITPIPE_HAVE_MPI != 0;
 constexpr bool kHaveCuda = JITPIPE_HAVE_CUDA != 0;
 
-bool IsDeviceBackend(const std::string& backend) {
-  return backend == "cuda" || backend == "nccl" || backend == "nccl-lazy";
-}
-
 struct ReplayFlags {
   std::string backend;  // inproc | mpi | cuda | nccl | nccl-lazy
+  BackendTraits traits;  // comm/backend_traits.h
   std::string stage;
   int steps = 1;
   int dp = 1;
@@ -111,10 +109,7 @@ absl::StatusOr<ReplayFlags> FlagsFromCommandLine(const Invocation& invocation,
         absl::StrCat("backend ", backend, " is not available in this build"));
   }
   f.backend = backend;
-  if (backend != "inproc" && backend != "mpi" && !IsDeviceBackend(backend)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--backend must be inproc, mpi, cuda, nccl or nccl-lazy, not \"", backend, "\""));
-  }
+  ASSIGN_OR_RETURN(f.traits, BackendTraitsOf(backend));
   f.stage = absl::GetFlag(FLAGS_stage);
   if (f.stage != "mlp" && f.stage != "cost") {
     return absl::InvalidArgumentError(
@@ -138,7 +133,7 @@ absl::StatusOr<ReplayFlags> FlagsFromCommandLine(const Invocation& invocation,
     return absl::InvalidArgumentError("--buffers must be tracked or arena");
   }
   f.measure_costs = absl::GetFlag(FLAGS_measure_costs);
-  if (f.measure_costs && !IsDeviceBackend(f.backend)) {
+  if (f.measure_costs && !f.traits.device) {
     return absl::InvalidArgumentError("--measure-costs needs a device backend (cuda, nccl, nccl-lazy)");
   }
   f.graph = absl::GetFlag(FLAGS_graph);
@@ -201,8 +196,8 @@ std::string Bytes(int64_t bytes) {
 
 void PrintText(const std::string& path, const ReplayFlags& f, const ReplayPlan& plan,
                const ReplayResult& r, const std::optional<MlpComparison>& check,
-               const std::vector<MeasuredStageCosts>& costs,
-               const std::optional<GraphStepsReport>& graph) {
+               const std::vector<gpu::MeasuredStageCosts>& costs,
+               const std::optional<gpu::GraphStepsReport>& graph) {
   const Schedule& s = plan.schedule;
   std::printf("%s: replayed %d step%s of pp %d x dp %d (%d stages, %d microbatches, %zu actions) "
               "with %s stages, %s backend, %s memory\n",
@@ -223,7 +218,7 @@ void PrintText(const std::string& path, const ReplayFlags& f, const ReplayPlan& 
               "for gradient reductions)\n", r.exposed_reduce_us);
   // A device backend's allocator measures its own peak (the memory pool's
   // high-water mark; the slab with arena buffers).
-  const bool device = IsDeviceBackend(f.backend);
+  const bool device = f.traits.device;
   std::printf("%6s %5s %7s %14s %14s %14s%s\n", "rank", "pp", "replica", "peak measured",
               "peak planned", "arena", device ? "      pool peak" : "");
   for (const RankReplay& rank : r.ranks) {
@@ -244,7 +239,7 @@ void PrintText(const std::string& path, const ReplayFlags& f, const ReplayPlan& 
                 graph->check.Within(kMlpTolerance) ? "ok" : "FAILED",
                 graph->check.ToString().c_str());
   }
-  for (const MeasuredStageCosts& c : costs) {
+  for (const gpu::MeasuredStageCosts& c : costs) {
     std::printf("stage %d device time per call: F %.1f us, I %.1f us, W %.1f us, B %.1f us\n",
                 c.stage, c.forward_us, c.backward_input_us, c.backward_weight_us, c.backward_us);
   }
@@ -259,8 +254,8 @@ std::string JsonNumbers(const std::vector<double>& values, const absl::FormatSpe
 
 void PrintJson(const ReplayFlags& f, const ReplayPlan& plan, const ReplayResult& r,
                const std::optional<MlpComparison>& check,
-               const std::vector<MeasuredStageCosts>& costs,
-               const std::optional<GraphStepsReport>& graph) {
+               const std::vector<gpu::MeasuredStageCosts>& costs,
+               const std::optional<gpu::GraphStepsReport>& graph) {
   std::string out = absl::StrCat(
       "{\"backend\": ", JsonQuote(f.backend), ", \"stage\": ", JsonQuote(f.stage),
       ", \"policy\": \"",
@@ -298,7 +293,7 @@ void PrintJson(const ReplayFlags& f, const ReplayPlan& plan, const ReplayResult&
   if (f.measure_costs) {
     absl::StrAppend(&out, ",\n \"device_costs\": [");
     for (size_t i = 0; i < costs.size(); ++i) {
-      const MeasuredStageCosts& c = costs[i];
+      const gpu::MeasuredStageCosts& c = costs[i];
       absl::StrAppend(&out, i > 0 ? ", " : "",
                       absl::StrFormat("{\"stage\": %d, \"forward_us\": %.3f, "
                                       "\"backward_input_us\": %.3f, \"backward_weight_us\": "
@@ -387,17 +382,8 @@ int RunReplay(const Command& command, const Invocation& invocation) {
     }
     model = std::move(staged->model);
   }
-  // Arena buffers over MPI need a program that is deadlock-free under
-  // rendezvous semantics (runtime/replay.h): receives are placed for it.
-  // A device backend's receives are placed as the validator proves safe
-  // for the way it matches transfers (one FIFO per rank for nccl, per
-  // directed edge for nccl-lazy; runtime/replay_plan.h).
-  const bool rendezvous = f.backend == "mpi" && f.run.buffers == BufferMode::kArena;
-  absl::StatusOr<Schedule> lowered =
-      IsDeviceBackend(f.backend)
-          ? LowerForOrdering(*input, GpuBackendOrdering(f.backend))
-          : LowerForReplay(*input,
-                           rendezvous ? RecvPlacement::kJitRendezvous : RecvPlacement::kJit);
+  // Receives placed as the backend needs (runtime/replay_plan.h).
+  absl::StatusOr<Schedule> lowered = LowerForBackend(*input, f.traits, f.run.buffers);
   if (!lowered.ok()) return Fail(command, in_file(lowered.status()));
   Model base = model.value_or(Model());
   base.dp.size = f.dp;
@@ -450,18 +436,18 @@ int RunReplay(const Command& command, const Invocation& invocation) {
   if (f.backend == "inproc") {
     result = RunInProcess(plan->schedule, plan->executable, plan->plans, *factory, f.run);
   }
-  // A device backend (gpu_replay.h): the device check first, then the
+  // A device backend (runtime/gpu/replay.h): the device check first, then the
   // module that has the CUDA, NCCL and cuBLAS code.
   std::optional<MlpComparison> device_check;
-  std::vector<MeasuredStageCosts> costs;
-  std::optional<GraphStepsReport> graph;
-  if (IsDeviceBackend(f.backend)) {
+  std::vector<gpu::MeasuredStageCosts> costs;
+  std::optional<gpu::GraphStepsReport> graph;
+  if (f.traits.device) {
     if (!kHaveCuda) {
       return Fail(command, in_file(absl::UnavailableError(
                                "no CUDA device: this build has no CUDA backend (nvcc or the CUDA "
                                "toolkit was not found when it was configured)")));
     }
-    GpuReplayRequest request;
+    gpu::GpuReplayRequest request;
     request.backend = f.backend;
     request.plan = &*plan;
     request.host_stages = factory.get();
@@ -470,7 +456,7 @@ int RunReplay(const Command& command, const Invocation& invocation) {
     request.measure_costs = f.measure_costs;
     request.graph = f.graph;
     request.options = f.run;
-    absl::StatusOr<GpuReplayOutcome> outcome = RunGpuReplay(request);
+    absl::StatusOr<gpu::GpuReplayOutcome> outcome = gpu::RunGpuReplay(request);
     if (!outcome.ok()) {
       result = outcome.status();
     } else if (!outcome->report) {

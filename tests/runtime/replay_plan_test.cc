@@ -5,6 +5,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "comm/backend_traits.h"
+#include "comm/inproc/inproc_world.h"
 #include "scheduler/generators/generate.h"
 #include "scheduler/ir/schedule_csv.h"
 #include "stages/reference/mlp_stage.h"
@@ -144,6 +146,34 @@ TEST(ReplayPlanTest, LowersForTheBackendsOrderingAndChecksIt) {
   ASSERT_OK_AND_ASSIGN(Schedule rendezvous, LowerForOrdering(s, P2pOrdering::kFifoPerRank));
   ASSERT_OK_AND_ASSIGN(Schedule again, LowerForReplay(s, RecvPlacement::kJitRendezvous));
   EXPECT_EQ(rendezvous, again);
+}
+
+// Lowering for a backend follows from its traits alone: the in-process
+// world reports the traits its row gives; MPI with arena buffers gets the
+// rendezvous placement, with tracked buffers the jit one; nccl the
+// placement for one FIFO per rank. An unknown name lists the backends.
+TEST(ReplayPlanTest, LowersForABackendFromItsTraits) {
+  std::unique_ptr<InProcessWorld> world = CreateInProcessWorld(2);
+  ASSERT_OK_AND_ASSIGN(BackendTraits inproc, BackendTraitsOf("inproc"));
+  EXPECT_EQ(inproc.send_completion, world->send_completion());
+  EXPECT_EQ(inproc.ordering, world->p2p_ordering());
+  EXPECT_FALSE(inproc.device);
+  EXPECT_EQ(Message(BackendTraitsOf("tcp").status()),
+            "--backend must be inproc, mpi, cuda, nccl or nccl-lazy, not \"tcp\"");
+  ASSERT_OK_AND_ASSIGN(Schedule s, Generate({"interleaved-1f1b", 4, 8, 0}));
+  ASSERT_OK_AND_ASSIGN(BackendTraits mpi, BackendTraitsOf("mpi"));
+  ASSERT_OK_AND_ASSIGN(BackendTraits nccl, BackendTraitsOf("nccl"));
+  ASSERT_OK_AND_ASSIGN(Schedule jit, LowerForReplay(s, RecvPlacement::kJit));
+  ASSERT_OK_AND_ASSIGN(Schedule rendezvous, LowerForReplay(s, RecvPlacement::kJitRendezvous));
+  ASSERT_NE(jit, rendezvous);
+  ASSERT_OK_AND_ASSIGN(Schedule mpi_tracked, LowerForBackend(s, mpi, BufferMode::kTracked));
+  ASSERT_OK_AND_ASSIGN(Schedule mpi_arena, LowerForBackend(s, mpi, BufferMode::kArena));
+  ASSERT_OK_AND_ASSIGN(Schedule inproc_arena, LowerForBackend(s, inproc, BufferMode::kArena));
+  ASSERT_OK_AND_ASSIGN(Schedule on_nccl, LowerForBackend(s, nccl, BufferMode::kTracked));
+  EXPECT_EQ(mpi_tracked, jit);
+  EXPECT_EQ(mpi_arena, rendezvous);
+  EXPECT_EQ(inproc_arena, jit);
+  EXPECT_OK(CheckProgramOrder(on_nccl, P2pOrdering::kFifoPerRank));
 }
 
 // A FIFO per directed pair needs only each pair's order: the jit placement

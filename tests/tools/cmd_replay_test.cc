@@ -221,7 +221,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // A device backend on a machine without a CUDA device (or in a build
 // without CUDA) fails with exit 1 and says so, before loading the device
-// module (tools/gpu_replay.h): never a crash. On a machine with a GPU
+// module (runtime/gpu/replay.h): never a crash. On a machine with a GPU
 // (/dev/nvidiactl) tools/gpu-check runs these backends instead.
 class CmdReplayNoDeviceTest : public ::testing::TestWithParam<std::string> {};
 

@@ -6,11 +6,11 @@
 // wrapper; reading the costs requires the run's streams to have completed
 // (RunReplay returns after every step's end).
 //
-// Part of the device module (gpu_replay.h). Events are made on first use,
+// Part of the device module (replay.h). Events are made on first use,
 // so a step of wrapped stages cannot be captured as a CUDA graph.
 // Thread safety: the factory and its stages may be used from any thread.
-#ifndef JITPIPE_TOOLS_GPU_STAGE_TIMER_H_
-#define JITPIPE_TOOLS_GPU_STAGE_TIMER_H_
+#ifndef JITPIPE_RUNTIME_GPU_STAGE_TIMER_H_
+#define JITPIPE_RUNTIME_GPU_STAGE_TIMER_H_
 
 #include <memory>
 #include <vector>
@@ -19,7 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "stages/exec/stage.h"
 
-namespace jitpipe::cli {
+namespace jitpipe::gpu {
 
 // One stage's mean device time per call kind, in microseconds; 0 for a kind
 // it never ran.
@@ -60,6 +60,6 @@ struct TimedStageFactory::Pair {
   void* end = nullptr;
 };
 
-}  // namespace jitpipe::cli
+}  // namespace jitpipe::gpu
 
-#endif  // JITPIPE_TOOLS_GPU_STAGE_TIMER_H_
+#endif  // JITPIPE_RUNTIME_GPU_STAGE_TIMER_H_

@@ -1,4 +1,4 @@
-// The CLI's side of the device replay (gpu_replay.h): the device check,
+// The CLI's side of the device replay (replay.h): the device check,
 // then the module, loaded on first use.
 #include <string>
 
@@ -7,13 +7,13 @@
 #include "base/shared_module.h"
 #include "base/status_macros.h"
 #include "comm/cuda/cuda_world.h"
-#include "tools/gpu_replay.h"
+#include "runtime/gpu/replay.h"
 
 #ifndef JITPIPE_GPU_MODULE
 #define JITPIPE_GPU_MODULE ""  // a build without CUDA has none
 #endif
 
-namespace jitpipe::cli {
+namespace jitpipe::gpu {
 namespace {
 
 // The module's entry (base/shared_module.h: next to the executable, or the
@@ -40,16 +40,10 @@ absl::StatusOr<GpuReplayFn> LoadModule() {
 
 }  // namespace
 
-P2pOrdering GpuBackendOrdering(const std::string& backend) {
-  if (backend == "nccl") return P2pOrdering::kFifoPerRank;
-  if (backend == "nccl-lazy") return P2pOrdering::kFifoPerEdge;
-  return P2pOrdering::kByTag;
-}
-
 absl::StatusOr<GpuReplayOutcome> RunGpuReplay(const GpuReplayRequest& request) {
   RETURN_IF_ERROR(CheckCudaDevice(0));
   ASSIGN_OR_RETURN(GpuReplayFn run, LoadModule());
   return run(request);
 }
 
-}  // namespace jitpipe::cli
+}  // namespace jitpipe::gpu

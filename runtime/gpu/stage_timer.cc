@@ -1,5 +1,5 @@
-// The device-timed stage wrapper (gpu_stage_timer.h).
-#include "tools/gpu_stage_timer.h"
+// The device-timed stage wrapper (stage_timer.h).
+#include "runtime/gpu/stage_timer.h"
 
 #include <cuda_runtime_api.h>
 
@@ -10,7 +10,7 @@
 #include "base/status_macros.h"
 #include "comm/cuda/cuda_error.h"
 
-namespace jitpipe::cli {
+namespace jitpipe::gpu {
 namespace {
 
 cudaStream_t StreamOf(const ExecutionContext& ctx) {
@@ -116,4 +116,4 @@ absl::StatusOr<std::vector<MeasuredStageCosts>> TimedStageFactory::Costs() const
   return out;
 }
 
-}  // namespace jitpipe::cli
+}  // namespace jitpipe::gpu

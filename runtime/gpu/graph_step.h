@@ -3,14 +3,14 @@
 // (comm/cuda/step_graph.h) and replayed, with the host time per step of
 // both ways measured and the replayed step checked against the CPU
 // reference. One thread drives every rank (RunStepsTogether): the capture
-// sees one step of all of them. Part of the device module (gpu_replay.h).
+// sees one step of all of them. Part of the device module (replay.h).
 //
 // Why arena buffers: every buffer has a fixed address (the plan's offset
 // in one slab), so the captured work is valid for every later step; the
 // parameters are not updated (the reference mlp has no optimizer step), so
 // every step computes the same loss and gradients.
-#ifndef JITPIPE_TOOLS_GPU_GRAPH_STEP_H_
-#define JITPIPE_TOOLS_GPU_GRAPH_STEP_H_
+#ifndef JITPIPE_RUNTIME_GPU_GRAPH_STEP_H_
+#define JITPIPE_RUNTIME_GPU_GRAPH_STEP_H_
 
 #include <cstddef>
 
@@ -21,7 +21,7 @@
 #include "stages/reference/cuda_mlp_stage.h"
 #include "stages/reference/mlp_reference.h"
 
-namespace jitpipe::cli {
+namespace jitpipe::gpu {
 
 struct GraphSteps {
   int steps = 0;             // of each way
@@ -41,6 +41,6 @@ absl::StatusOr<GraphSteps> RunGraphSteps(const ReplayPlan& plan, CudaWorld& worl
                                          CudaMlpStageFactory& stages, int steps,
                                          absl::Duration timeout);
 
-}  // namespace jitpipe::cli
+}  // namespace jitpipe::gpu
 
-#endif  // JITPIPE_TOOLS_GPU_GRAPH_STEP_H_
+#endif  // JITPIPE_RUNTIME_GPU_GRAPH_STEP_H_

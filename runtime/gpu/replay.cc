@@ -1,4 +1,4 @@
-// The device replay module (libjitpipe_gpu.so; contract in gpu_replay.h):
+// The device replay module (libjitpipe_gpu.so; contract in replay.h):
 // makes the device world the request names, the stages it runs on it, runs
 // the replay and, for the device mlp, checks it against the cpu reference
 // where its gradients are.
@@ -16,11 +16,11 @@
 #include "stages/reference/mlp_gradients.h"
 #include "stages/device/host_staged_stage.h"
 #include "stages/reference/cuda_mlp_stage.h"
-#include "tools/gpu_graph_step.h"
-#include "tools/gpu_replay.h"
-#include "tools/gpu_stage_timer.h"
+#include "runtime/gpu/graph_step.h"
+#include "runtime/gpu/replay.h"
+#include "runtime/gpu/stage_timer.h"
 
-namespace jitpipe::cli {
+namespace jitpipe::gpu {
 namespace {
 
 // The reductions of the model's dtype policy (reduce_dtype, else the
@@ -133,14 +133,14 @@ absl::StatusOr<GpuReplayOutcome> Run(const GpuReplayRequest& request) {
 }
 
 }  // namespace
-}  // namespace jitpipe::cli
+}  // namespace jitpipe::gpu
 
 extern "C" __attribute__((visibility("default"))) int jitpipe_gpu_replay_abi() {
-  return jitpipe::cli::kGpuReplayAbi;
+  return jitpipe::gpu::kGpuReplayAbi;
 }
 
 extern "C" __attribute__((visibility("default")))
-absl::StatusOr<jitpipe::cli::GpuReplayOutcome>
-jitpipe_gpu_replay(const jitpipe::cli::GpuReplayRequest& request) {
-  return jitpipe::cli::Run(request);
+absl::StatusOr<jitpipe::gpu::GpuReplayOutcome>
+jitpipe_gpu_replay(const jitpipe::gpu::GpuReplayRequest& request) {
+  return jitpipe::gpu::Run(request);
 }

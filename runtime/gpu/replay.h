@@ -1,7 +1,7 @@
 // `jitpipe replay --backend cuda|nccl|nccl-lazy`: the device replay, which
-// lives in a module of its own (libjitpipe_gpu.so, gpu_replay.cc) that the
+// lives in a module of its own (libjitpipe_gpu.so, replay.cc) that the
 // CLI loads with dlopen only when a device backend is asked for
-// (gpu_module.cc). Why: libnccl and libcublas cost the process about a
+// (module_loader.cc). Why: libnccl and libcublas cost the process about a
 // second to load (measured here: a program linked against both starts in
 // 1.2 s instead of 16 ms), which every other subcommand must not pay. The
 // CLI itself links the CUDA runtime statically (no libcudart at start-up,
@@ -16,8 +16,8 @@
 // The module carries its own copies of the project's static libraries:
 // objects cross by pointer and virtual call only, and what it returns is
 // plain data.
-#ifndef JITPIPE_TOOLS_GPU_REPLAY_H_
-#define JITPIPE_TOOLS_GPU_REPLAY_H_
+#ifndef JITPIPE_RUNTIME_GPU_REPLAY_H_
+#define JITPIPE_RUNTIME_GPU_REPLAY_H_
 
 #include <optional>
 #include <string>
@@ -29,13 +29,13 @@
 #include "stages/exec/stage.h"
 #include "stages/reference/mlp_reference.h"
 #include "stages/reference/mlp_stage.h"
-#include "tools/gpu_stage_timer.h"
+#include "runtime/gpu/stage_timer.h"
 
-namespace jitpipe::cli {
+namespace jitpipe::gpu {
 
 inline constexpr int kGpuReplayAbi = 1;
 
-// What `--graph` measured (gpu_graph_step.h, GraphSteps).
+// What `--graph` measured (graph_step.h, GraphSteps).
 struct GraphStepsReport {
   int steps = 0;
   size_t nodes = 0;
@@ -60,12 +60,12 @@ struct GpuReplayRequest {
   // (stages/reference/cuda_mlp_stage.h) in fp32, checked against the cpu
   // reference through its own gradients.
   bool device_mlp = false;
-  // Time every stage call on the device (gpu_stage_timer.h): the costs to
+  // Time every stage call on the device (stage_timer.h): the costs to
   // simulate with.
   bool measure_costs = false;
   // Then, with the device mlp and arena buffers at dp 1: options.steps
   // eager steps, one captured as a CUDA graph, options.steps replays of it
-  // (gpu_graph_step.h), timed and checked.
+  // (graph_step.h), timed and checked.
   bool graph = false;
   ReplayOptions options;
 };
@@ -89,17 +89,12 @@ using GpuReplayFn = absl::StatusOr<GpuReplayOutcome> (*)(const GpuReplayRequest&
 // Exported as "jitpipe_gpu_replay_abi".
 using GpuReplayAbiFn = int (*)();
 
-// In the CLI (gpu_module.cc): the device check, then the module's replay.
+// In the CLI's process (module_loader.cc): the device check, then the module's replay.
 // Errors: Unavailable "no CUDA device (...)" or "this build has no CUDA
 // backend ..."; FailedPrecondition when the module cannot be loaded or is
 // of another ABI; the replay's.
 absl::StatusOr<GpuReplayOutcome> RunGpuReplay(const GpuReplayRequest& request);
 
-// The ordering a device backend matches transfers by (comm/world.h), to
-// lower for before the world exists: cuda by tag, nccl one FIFO per rank,
-// nccl-lazy one per directed edge.
-P2pOrdering GpuBackendOrdering(const std::string& backend);
+}  // namespace jitpipe::gpu
 
-}  // namespace jitpipe::cli
-
-#endif  // JITPIPE_TOOLS_GPU_REPLAY_H_
+#endif  // JITPIPE_RUNTIME_GPU_REPLAY_H_

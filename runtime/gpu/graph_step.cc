@@ -1,5 +1,5 @@
-// The eager and graph-replayed steps of the one-GPU backend (gpu_graph_step.h).
-#include "tools/gpu_graph_step.h"
+// The eager and graph-replayed steps of the one-GPU backend (graph_step.h).
+#include "runtime/gpu/graph_step.h"
 
 #include <algorithm>
 #include <chrono>
@@ -13,7 +13,7 @@
 #include "stages/device/device_buffers.h"
 #include "stages/exec/rank_executor.h"
 
-namespace jitpipe::cli {
+namespace jitpipe::gpu {
 namespace {
 
 double Median(std::vector<double> values) {
@@ -123,4 +123,4 @@ absl::StatusOr<GraphSteps> RunGraphSteps(const ReplayPlan& plan, CudaWorld& worl
   return out;
 }
 
-}  // namespace jitpipe::cli
+}  // namespace jitpipe::gpu
