@@ -9,20 +9,14 @@
 // that fit; --svg draws the winner (tools/compare_report.h). A version 1
 // MODEL gives per-stage costs and runs as follows.
 //
-// Each schedule of AllGenerators() is generated (V: --stages-per-rank, else
-// the schedule's default), lowered with REDUCE_GRAD (and the overlap pass
-// with --overlap) and simulated (stages/predict/predict.h); its memory is planned
-// under jit (peak and arena) and eager (peak), the worst rank of each. The
-// table is sorted by makespan (ties by name) and the best is marked "*";
-// "work" is each rank's stage-microbatch pairs (the model's costs are per
-// stage, so rows with different work do different amounts of compute);
-// schedules that refuse the parameters are listed after it with the
-// generator's reason. --json prints the same as one object. Exit 1 when no
-// schedule accepts the parameters.
+// planning/compare_per_stage.h evaluates every schedule; the table is
+// sorted by makespan (ties by name) and the best is marked "*"; schedules
+// that refuse the parameters are listed after it with the generator's
+// reason. --json prints the same as one object. Exit 1 when no schedule
+// accepts the parameters.
 #include <algorithm>
 #include <cstdio>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "absl/flags/declare.h"
@@ -32,11 +26,10 @@
 #include "absl/strings/str_format.h"
 #include "base/byte_units.h"
 #include "base/status_macros.h"
-#include "memory/memory_plan.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/generators/generate.h"
 #include "scheduler/ir/model.h"
-#include "stages/predict/predict.h"
+#include "planning/compare_per_stage.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "tools/compare_report.h"
@@ -53,58 +46,13 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-struct Row {
-  std::string schedule;
-  int stages_per_rank = 0;
-  int64_t work = 0;  // stage-microbatch pairs per rank: how much the per-stage costs add up to
-  SimulationResult sim;
-  int64_t sim_peak = 0;  // at simulated time, jit
-  int64_t jit_peak = 0;  // the jit plan's, program order
-  int64_t eager_peak = 0;
-  int64_t arena = 0;
-};
-
-struct Skipped {
-  std::string schedule;
-  std::string reason;
-};
+using Row = PerStageRow;
+using Skipped = PerStageSkipped;
 
 // "name: reason", without repeating a name the reason starts with.
 std::string Reason(const Skipped& s) {
   if (absl::StartsWith(s.reason, absl::StrCat(s.schedule, ": "))) return s.reason;
   return absl::StrCat(s.schedule, ": ", s.reason);
-}
-
-// The worst rank's jit peak and arena, and eager peak, of `lowered`.
-absl::Status PlanWorstRanks(const Schedule& lowered, const Model& model, Row& row) {
-  for (int r = 0; r < lowered.pp; ++r) {
-    ASSIGN_OR_RETURN(RankMemoryPlan jit,
-                     PlanRankMemory(lowered, model, r, {.policy = MemoryPolicy::kJit}));
-    ASSIGN_OR_RETURN(RankMemoryPlan eager, PlanRankMemory(lowered, model, r,
-                                                          {.policy = MemoryPolicy::kEager,
-                                                           .arena = false}));
-    row.jit_peak = std::max(row.jit_peak, jit.peak.bytes);
-    row.arena = std::max(row.arena, jit.arena.arena_bytes);
-    row.eager_peak = std::max(row.eager_peak, eager.peak.bytes);
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<Row> Evaluate(const GeneratorInfo& g, int pp, int mbs, int v, const Model& model,
-                             bool overlap) {
-  ASSIGN_OR_RETURN(Schedule s,
-                   Generate({.schedule = g.name, .pp = pp, .microbatches = mbs,
-                             .stages_per_rank = v}));
-  ASSIGN_OR_RETURN(Prediction p, Predict(s, model, {.overlap = overlap}));
-  Row row{.schedule = g.name,
-          .stages_per_rank = s.stages_per_rank,
-          .work = int64_t{s.num_stages()} * s.microbatches_per_chain() / s.pp,
-          .sim = p.simulation};
-  for (const RankSimulation& rank : p.simulation.ranks) {
-    row.sim_peak = std::max(row.sim_peak, rank.peak_bytes);
-  }
-  RETURN_IF_ERROR(PlanWorstRanks(p.lowered, model, row));
-  return row;
 }
 
 void PrintTable(const std::vector<Row>& rows, const std::vector<Skipped>& skipped, int pp,
@@ -118,9 +66,9 @@ void PrintTable(const std::vector<Row>& rows, const std::vector<Skipped>& skippe
     const Row& r = rows[i];
     std::printf("%c %-18s %2d %6lld %12.6g %7.2f%% %11.2f%% %9.4g us %12s %12s %12s\n",
                 i == 0 ? '*' : ' ', r.schedule.c_str(), r.stages_per_rank,
-                static_cast<long long>(r.work), r.sim.makespan_us,
-                100 * r.sim.bubble_fraction, 100 * r.sim.span_bubble_fraction,
-                r.sim.exposed_reduce_us, FormatBytes(r.jit_peak).c_str(),
+                static_cast<long long>(r.work), r.simulation.makespan_us,
+                100 * r.simulation.bubble_fraction, 100 * r.simulation.span_bubble_fraction,
+                r.simulation.exposed_reduce_us, FormatBytes(r.jit_peak).c_str(),
                 FormatBytes(r.eager_peak).c_str(), FormatBytes(r.arena).c_str());
   }
   const bool mixed = std::any_of(rows.begin(), rows.end(),
@@ -150,15 +98,15 @@ void PrintJson(const std::vector<Row>& rows, const std::vector<Skipped>& skipped
                     {"stages_per_rank", r.stages_per_rank},
                     {"work", r.work},
                     {"best", i == 0},
-                    {"makespan_us", r.sim.makespan_us},
-                    {"bubble_fraction", r.sim.bubble_fraction},
-                    {"span_bubble_fraction", r.sim.span_bubble_fraction},
-                    {"exposed_reduce_us", r.sim.exposed_reduce_us},
-                    {"reduce_us", r.sim.max_rank_reduce_us},
+                    {"makespan_us", r.simulation.makespan_us},
+                    {"bubble_fraction", r.simulation.bubble_fraction},
+                    {"span_bubble_fraction", r.simulation.span_bubble_fraction},
+                    {"exposed_reduce_us", r.simulation.exposed_reduce_us},
+                    {"reduce_us", r.simulation.max_rank_reduce_us},
                     {"jit_peak_bytes", r.jit_peak},
                     {"eager_peak_bytes", r.eager_peak},
                     {"arena_bytes", r.arena},
-                    {"simulated_peak_bytes", r.sim_peak}});
+                    {"simulated_peak_bytes", r.simulated_peak}});
   }
   out["schedules"] = std::move(list);
   Json skip = Json::array();
@@ -223,21 +171,12 @@ int RunCompare(const Command& command, const Invocation& invocation) {
                              model_path, ": --layout, --partition balanced and --svg need a "
                              "version 2 model (layers); this one gives per-stage costs")));
   }
-  const Model* model = &file->stages;
   const bool overlap = absl::GetFlag(FLAGS_overlap);
-  std::vector<Row> rows;
-  std::vector<Skipped> skipped;
-  for (const GeneratorInfo& g : AllGenerators()) {
-    absl::StatusOr<Row> row = Evaluate(g, pp, mbs, v, *model, overlap);
-    if (row.ok()) {
-      rows.push_back(*std::move(row));
-    } else {
-      skipped.push_back({g.name, std::string(row.status().message())});
-    }
-  }
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
-    return std::tie(a.sim.makespan_us, a.schedule) < std::tie(b.sim.makespan_us, b.schedule);
-  });
+  absl::StatusOr<PerStageComparison> compared =
+      ComparePerStage(file->stages, pp, mbs, v, overlap);
+  if (!compared.ok()) return Fail(command, compared.status());
+  const std::vector<Row>& rows = compared->rows;
+  const std::vector<Skipped>& skipped = compared->skipped;
   if (rows.empty()) {
     const int code = Fail(command, absl::InvalidArgumentError(absl::StrCat(
                                        "no schedule accepts pp ", pp, ", ", mbs, " microbatches",
