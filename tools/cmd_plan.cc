@@ -16,6 +16,7 @@
 #include "scheduler/ir/model.h"
 #include "scheduler/passes/lower.h"
 #include "scheduler/analysis/validate.h"
+#include "memory/plan_every_rank.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 #include "tools/memory_report.h"
@@ -39,19 +40,7 @@ ABSL_FLAG(int, map, -1, "also print this rank's buffers and an ASCII map of its 
 namespace jitpipe::cli {
 namespace {
 
-// What the table and --json show for one rank.
-struct RankRow {
-  int rank = 0;
-  int64_t peak = 0;  // under --policy
-  int peak_index = -1;
-  std::string peak_action;
-  int64_t jit_peak = 0;
-  int64_t eager_peak = 0;
-  int64_t lower_bound = 0;
-  int64_t arena = 0;
-  std::string arena_algorithm;
-  size_t buffers = 0;
-};
+using RankRow = RankPlanSummary;
 
 double Ratio(int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / b : 1.0; }
 
@@ -68,40 +57,6 @@ absl::StatusOr<PlanOptions> OptionsFromFlags() {
   options.arena_slack = absl::GetFlag(FLAGS_arena_slack);
   if (absl::Status valid = ValidatePlanOptions(options); !valid.ok()) return valid;
   return options;
-}
-
-// Plans one rank under `options` (with its arena) and the other policy's
-// peak, filling the row. `plan` receives the full plan for --map / --trace.
-// Under jit the eager peak comes from the same buffers (EagerLiveBytes);
-// under eager the jit lifetimes need a second pass over the program.
-absl::Status PlanRank(const Schedule& schedule, const Model& model, int rank,
-                      const PlanOptions& options, RankRow& row, RankMemoryPlan& plan) {
-  absl::StatusOr<RankMemoryPlan> main = PlanRankMemory(schedule, model, rank, options);
-  if (!main.ok()) return main.status();
-  plan = *std::move(main);
-  const bool jit = options.policy == MemoryPolicy::kJit;
-  int64_t other_peak = 0;
-  if (jit) {
-    other_peak = PeakOf(EagerLiveBytes(plan.buffers)).bytes;
-  } else {
-    PlanOptions other;
-    other.arena = false;
-    other.policy = MemoryPolicy::kJit;
-    absl::StatusOr<RankMemoryPlan> second = PlanRankMemory(schedule, model, rank, other);
-    if (!second.ok()) return second.status();
-    other_peak = second->peak.bytes;
-  }
-  row = RankRow{.rank = rank,
-                .peak = plan.peak.bytes,
-                .peak_index = plan.peak.index,
-                .peak_action = plan.peak_action,
-                .jit_peak = jit ? plan.peak.bytes : other_peak,
-                .eager_peak = jit ? other_peak : plan.peak.bytes,
-                .lower_bound = plan.lower_bound.bytes,
-                .arena = plan.arena.arena_bytes,
-                .arena_algorithm = plan.arena.algorithm,
-                .buffers = plan.buffers.buffers.size()};
-  return absl::OkStatus();
 }
 
 const RankRow& WorstRank(const std::vector<RankRow>& rows) {
@@ -283,10 +238,10 @@ int RunPlan(const Command& command, const Invocation& invocation) {
     trace->SetMetadata("source", path);
     trace->SetMetadata("policy", std::string(MemoryPolicyName(options->policy)));
   }
-  // Ranks a batch at a time, one per hardware thread: a plan of a big
-  // schedule is dropped once its row, map and trace tracks are out, and the
-  // output follows rank order whatever order the threads finish in.
-  std::vector<RankRow> rows(schedule->pp);
+  // Ranks a batch at a time (memory/plan_every_rank.h): a plan of a big
+  // schedule is dropped once its row, map and trace tracks are out.
+  std::vector<RankRow> rows;
+  rows.reserve(schedule->pp);
   std::string map;
   // With times in the model the trace shows simulated time (the plan's
   // buffers, kept for the simulation), else program index (the planned
@@ -295,30 +250,23 @@ int RunPlan(const Command& command, const Invocation& invocation) {
   std::vector<RankBuffers> buffers;
   Timeline planned;
   planned.axis = TimelineAxis::kProgramIndex;
-  const int batch = DefaultThreads();
-  for (int first = 0; first < schedule->pp; first += batch) {
-    const int count = std::min(batch, schedule->pp - first);
-    std::vector<RankMemoryPlan> plans(count);
-    std::vector<absl::Status> statuses(count);
-    ParallelFor(count, count, [&](int k) {
-      statuses[k] = PlanRank(*schedule, *model, first + k, *options, rows[first + k], plans[k]);
-    });
-    for (int k = 0; k < count; ++k) {
-      const int rank = first + k;
-      const absl::Status& s = statuses[k];
-      if (!s.ok()) {
-        return Fail(command, absl::Status(s.code(), absl::StrCat(path, ": ", s.message())));
-      }
-      const RankMemoryPlan& plan = plans[k];
-      if (rank == map_rank) {
-        map = absl::StrCat(plan.ToString(), MemoryMap(plan, schedule->ranks[rank]));
-      }
-      if (simulated_trace) {
-        buffers.push_back(plan.buffers);
-      } else if (trace.has_value()) {
-        AppendPlannedRank(*schedule, plan, planned);
-      }
-    }
+  const absl::Status planned_all = PlanEveryRank(
+      *schedule, *model, *options, /*threads=*/0,
+      [&](const RankPlanSummary& row, RankMemoryPlan& plan) {
+        rows.push_back(row);
+        if (row.rank == map_rank) {
+          map = absl::StrCat(plan.ToString(), MemoryMap(plan, schedule->ranks[row.rank]));
+        }
+        if (simulated_trace) {
+          buffers.push_back(std::move(plan.buffers));
+        } else if (trace.has_value()) {
+          AppendPlannedRank(*schedule, plan, planned);
+        }
+        return absl::OkStatus();
+      });
+  if (!planned_all.ok()) {
+    return Fail(command,
+                absl::Status(planned_all.code(), absl::StrCat(path, ": ", planned_all.message())));
   }
   if (simulated_trace) {
     absl::StatusOr<Prediction> p = SimulatePlanned(*schedule, *model, std::move(buffers), true);
