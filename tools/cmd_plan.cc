@@ -11,7 +11,6 @@
 #include "absl/strings/str_format.h"
 #include "base/byte_units.h"
 #include "base/json_document.h"
-#include "base/parallel_for.h"
 #include "memory/memory_plan.h"
 #include "scheduler/ir/model.h"
 #include "scheduler/passes/lower.h"
