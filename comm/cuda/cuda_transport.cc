@@ -1,6 +1,7 @@
 #include "comm/cuda/cuda_transport.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -55,15 +56,11 @@ absl::StatusOr<std::unique_ptr<CudaFabric>> CudaFabric::Create(int size, const C
 CudaFabric::~CudaFabric() {
   SynchronizeStreams();
   absl::MutexLock lock(&mu_);
-  for (auto& [key, sends] : staged_) {
-    for (PendingSend& send : sends) {
-      if (send.staging != nullptr) (void)cudaFree(send.staging);
-      requests_.events().Give(send.staged);
-    }
-  }
-  for (auto& [key, recvs] : recvs_) {
-    for (PendingRecv& recv : recvs) requests_.events().Give(recv.ready);
-  }
+  mailbox_.ForEachSend([&](PendingSend& send) {
+    if (send.staging != nullptr) (void)cudaFree(send.staging);
+    requests_.events().Give(send.staged);
+  });
+  mailbox_.ForEachRecv([&](PendingRecv& recv) { requests_.events().Give(recv.ready); });
   for (auto& [key, c] : collectives_) {
     for (cudaEvent_t e : c.ready) requests_.events().Give(e);
   }
@@ -90,12 +87,12 @@ absl::Status CudaFabric::AbortStatus() const { return requests_.AbortStatus(); }
 
 int64_t CudaFabric::InFlightBytes() const {
   absl::MutexLock lock(&mu_);
-  return in_flight_;
+  return mailbox_.in_flight();
 }
 
 int64_t CudaFabric::PeakInFlightBytes() const {
   absl::MutexLock lock(&mu_);
-  return peak_in_flight_;
+  return mailbox_.peak_in_flight();
 }
 
 void CudaFabric::StartWatchdog(absl::Duration timeout, World::TimeoutHandler handler) {
@@ -183,13 +180,10 @@ absl::StatusOr<RequestId> CudaFabric::Send(int self, int peer, uint64_t tag,
     return ready.status();
   }
   const P2pKey key{self, peer, tag};
-  auto waiting = recvs_.find(key);
   absl::Status issued;
-  if (waiting != recvs_.end() && !waiting->second.empty()) {
-    const PendingRecv recv = waiting->second.front();
-    waiting->second.pop_front();
-    issued = Deliver(peer, recv, bytes.data(), bytes.size(), *ready, id, what);
-    requests_.events().Give(recv.ready);
+  if (std::optional<PendingRecv> recv = mailbox_.TakeRecv(key); recv.has_value()) {
+    issued = Deliver(peer, *recv, bytes.data(), bytes.size(), *ready, id, what);
+    requests_.events().Give(recv->ready);
   } else {
     issued = Stage(self, id, key, bytes, *ready, what);
   }
@@ -231,9 +225,7 @@ absl::Status CudaFabric::Stage(int self, RequestId id, const P2pKey& key,
     return carried;
   }
   requests_.Issued(id);
-  staged_[key].push_back(staged);
-  in_flight_ += static_cast<int64_t>(staged.size);
-  peak_in_flight_ = std::max(peak_in_flight_, in_flight_);
+  mailbox_.AddSend(key, staged, static_cast<int64_t>(staged.size));
   return absl::OkStatus();
 }
 
@@ -249,14 +241,12 @@ absl::StatusOr<RequestId> CudaFabric::Recv(int self, int peer, uint64_t tag,
     return ready.status();
   }
   const P2pKey key{peer, self, tag};
-  auto staged = staged_.find(key);
-  if (staged == staged_.end() || staged->second.empty()) {
-    recvs_[key].push_back({id, bytes, *ready});
+  std::optional<PendingSend> taken = mailbox_.TakeSend(key);
+  if (!taken.has_value()) {
+    mailbox_.AddRecv(key, {id, bytes, *ready});
     return id;
   }
-  const PendingSend send = staged->second.front();
-  staged->second.pop_front();
-  in_flight_ -= static_cast<int64_t>(send.size);
+  const PendingSend& send = *taken;
   absl::Status issued =
       Deliver(self, {id, bytes, *ready}, send.staging, send.size, send.staged, 0, send.what);
   if (send.staging != nullptr) {  // after the copy out, in the receiver's p2p order

@@ -33,6 +33,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "comm/p2p_mailbox.h"
 #include "comm/cuda/cuda_device.h"
 #include "comm/cuda/device_requests.h"
 #include "comm/cuda/cuda_world.h"
@@ -93,16 +94,6 @@ class CudaFabric {
     OwnedStream compute, p2p, reduce;
     DeviceStreams streams;
   };
-  struct P2pKey {
-    int src;
-    int dst;
-    uint64_t tag;
-    friend bool operator==(const P2pKey&, const P2pKey&) = default;
-    template <typename H>
-    friend H AbslHashValue(H h, const P2pKey& k) {
-      return H::combine(std::move(h), k.src, k.dst, k.tag);
-    }
-  };
   struct PendingRecv {
     RequestId id = 0;
     absl::Span<std::byte> bytes;
@@ -152,13 +143,10 @@ class CudaFabric {
 
   // Ordered before requests_' lock.
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<P2pKey, std::deque<PendingRecv>> recvs_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<P2pKey, std::deque<PendingSend>> staged_ ABSL_GUARDED_BY(mu_);
+  P2pMailbox<PendingRecv, PendingSend> mailbox_ ABSL_GUARDED_BY(mu_);
   std::set<std::vector<int>> groups_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int, std::vector<int>>, uint64_t> next_collective_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::vector<int>, uint64_t>, Collective> collectives_ ABSL_GUARDED_BY(mu_);
-  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t peak_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Rank `rank`'s Transport over `fabric`, which must outlive it.

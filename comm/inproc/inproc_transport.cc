@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -74,12 +75,12 @@ absl::Status InProcessFabric::AbortStatus() const {
 
 int64_t InProcessFabric::InFlightBytes() const {
   absl::MutexLock lock(&mu_);
-  return in_flight_;
+  return mailbox_.in_flight();
 }
 
 int64_t InProcessFabric::PeakInFlightBytes() const {
   absl::MutexLock lock(&mu_);
-  return peak_in_flight_;
+  return mailbox_.peak_in_flight();
 }
 
 absl::Status InProcessFabric::CheckPeer(int self, int peer) const {
@@ -134,16 +135,12 @@ absl::StatusOr<RequestId> InProcessFabric::Send(int self, int peer, uint64_t tag
   RETURN_IF_ERROR(CheckPeer(self, peer));
   const OpLabel what = OpLabel::Send(peer, info);
   RequestId id = NewRequest(self, what);
-  P2pKey key{self, peer, tag};
-  auto waiting = recvs_.find(key);
-  if (waiting != recvs_.end() && !waiting->second.empty()) {
-    PendingRecv recv = waiting->second.front();
-    waiting->second.pop_front();
-    Deliver(recv, bytes, what);
+  const P2pKey key{self, peer, tag};
+  if (std::optional<PendingRecv> recv = mailbox_.TakeRecv(key); recv.has_value()) {
+    Deliver(*recv, bytes, what);
   } else {
-    staged_[key].push_back({std::vector<std::byte>(bytes.begin(), bytes.end()), what});
-    in_flight_ += static_cast<int64_t>(bytes.size());
-    peak_in_flight_ = std::max(peak_in_flight_, in_flight_);
+    mailbox_.AddSend(key, {std::vector<std::byte>(bytes.begin(), bytes.end()), what},
+                     static_cast<int64_t>(bytes.size()));
   }
   Complete(id, absl::OkStatus());  // eager: the caller's buffer is free
   return id;
@@ -154,15 +151,11 @@ absl::StatusOr<RequestId> InProcessFabric::Recv(int self, int peer, uint64_t tag
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckPeer(self, peer));
   RequestId id = NewRequest(self, OpLabel::Receive(peer, info));
-  P2pKey key{peer, self, tag};
-  auto staged = staged_.find(key);
-  if (staged != staged_.end() && !staged->second.empty()) {
-    StagedSend send = std::move(staged->second.front());
-    staged->second.pop_front();
-    in_flight_ -= static_cast<int64_t>(send.bytes.size());
-    Deliver({id, bytes}, send.bytes, send.what);
+  const P2pKey key{peer, self, tag};
+  if (std::optional<StagedSend> send = mailbox_.TakeSend(key); send.has_value()) {
+    Deliver({id, bytes}, send->bytes, send->what);
   } else {
-    recvs_[key].push_back({id, bytes});
+    mailbox_.AddRecv(key, {id, bytes});
   }
   return id;
 }

@@ -54,6 +54,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "comm/op_label.h"
+#include "comm/p2p_mailbox.h"
 #include "comm/transport.h"
 
 namespace jitpipe {
@@ -110,16 +111,6 @@ class InProcessFabric {
     // released (polling, and inside Await), and posts insert meanwhile.
     absl::node_hash_map<RequestId, Request> requests ABSL_GUARDED_BY(mu);
   };
-  struct P2pKey {
-    int src;
-    int dst;
-    uint64_t tag;
-    friend bool operator==(const P2pKey&, const P2pKey&) = default;
-    template <typename H>
-    friend H AbslHashValue(H h, const P2pKey& k) {
-      return H::combine(std::move(h), k.src, k.dst, k.tag);
-    }
-  };
   struct PendingRecv {
     RequestId id;
     absl::Span<std::byte> bytes;
@@ -166,13 +157,10 @@ class InProcessFabric {
   const std::vector<std::unique_ptr<RequestTable>> tables_;  // by rank
 
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<P2pKey, std::deque<PendingRecv>> recvs_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<P2pKey, std::deque<StagedSend>> staged_ ABSL_GUARDED_BY(mu_);
+  P2pMailbox<PendingRecv, StagedSend> mailbox_ ABSL_GUARDED_BY(mu_);
   std::set<std::vector<int>> groups_ ABSL_GUARDED_BY(mu_);  // requested
   std::map<std::pair<int, std::vector<int>>, uint64_t> next_collective_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::vector<int>, uint64_t>, Collective> collectives_ ABSL_GUARDED_BY(mu_);
-  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t peak_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   std::string abort_message_ ABSL_GUARDED_BY(mu_);
 };
