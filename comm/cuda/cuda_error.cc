@@ -24,6 +24,8 @@ absl::StatusCode CudaErrorCode(cudaError_t error) {
     case cudaErrorDevicesUnavailable:
     case cudaErrorSystemDriverMismatch:
     case cudaErrorCallRequiresNewerDriver:
+    case cudaErrorNoKernelImageForDevice:
+    case cudaErrorUnsupportedPtxVersion:
       return absl::StatusCode::kUnavailable;
     case cudaErrorStreamCaptureUnsupported:
     case cudaErrorStreamCaptureInvalidated:

@@ -12,8 +12,9 @@
 // _InvalidSymbol, _InvalidMemcpyDirection, _InvalidDevice) -> InvalidArgument;
 // out of memory (cudaErrorMemoryAllocation) -> ResourceExhausted; no usable
 // device or driver (cudaErrorNoDevice, _InsufficientDriver,
-// _DevicesUnavailable, _SystemDriverMismatch, _CallRequiresNewerDriver)
-// -> Unavailable; a call not allowed now (stream capture, an operation not
+// _DevicesUnavailable, _SystemDriverMismatch, _CallRequiresNewerDriver, and
+// no kernel image or PTX for this device: _NoKernelImageForDevice,
+// _UnsupportedPtxVersion) -> Unavailable; a call not allowed now (stream capture, an operation not
 // permitted, not supported) -> FailedPrecondition; a fault of a kernel (an
 // illegal address or instruction, a launch failure, a device assert)
 // -> Internal; everything else -> Unavailable. The message is

@@ -11,7 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "stages/reference/cuda_check.h"
+#include "comm/cuda/cuda_error.h"
+#include "stages/reference/cublas_error.h"
 #include "stages/reference/cuda_mlp_gemm.h"
 #include "stages/reference/cuda_mlp_kernels.h"
 
@@ -70,13 +71,13 @@ namespace {
 
 absl::StatusOr<DeviceMemory> AllocateDevice(size_t bytes) {
   void* p = nullptr;
-  REF_CUDA_CALL(cudaMalloc(&p, bytes));
+  CUDA_CALL(cudaMalloc(&p, bytes));
   return DeviceMemory(p);
 }
 
 absl::StatusOr<PinnedMemory> AllocatePinned(size_t bytes) {
   void* p = nullptr;
-  REF_CUDA_CALL(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
+  CUDA_CALL(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
   std::memset(p, 0, bytes);
   return PinnedMemory(p);
 }
@@ -84,24 +85,24 @@ absl::StatusOr<PinnedMemory> AllocatePinned(size_t bytes) {
 // A synchronous copy: creation only, never inside a step.
 absl::StatusOr<DeviceMemory> Upload(const std::vector<std::byte>& bytes) {
   ASSIGN_OR_RETURN(DeviceMemory memory, AllocateDevice(bytes.size()));
-  REF_CUDA_CALL(cudaMemcpy(memory.get(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  CUDA_CALL(cudaMemcpy(memory.get(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
   return memory;
 }
 
-// The calling thread's current device, or FailedPrecondition naming `who`
-// when there is no usable device or driver.
+// The calling thread's current device, or Unavailable naming `who` when
+// there is no usable device or driver (as comm/cuda/cuda_error.h says it).
 absl::StatusOr<int> UsableDevice(absl::string_view who) {
   int count = 0;
   absl::Status found =
       CudaStatus(cudaGetDeviceCount(&count), "cudaGetDeviceCount", __FILE__, __LINE__);
-  if (found.ok() && count == 0) found = absl::FailedPreconditionError("no devices");
+  if (found.ok() && count == 0) found = absl::UnavailableError("no devices");
   if (!found.ok()) {
     cudaGetLastError();  // the failure is reported here; do not leave it to a later launch
-    return absl::FailedPreconditionError(
+    return absl::UnavailableError(
         absl::StrCat(who, ": no usable CUDA device (", found.message(), ")"));
   }
   int device = -1;
-  REF_CUDA_CALL(cudaGetDevice(&device));
+  CUDA_CALL(cudaGetDevice(&device));
   return device;
 }
 
@@ -114,7 +115,7 @@ template <typename T>
 absl::Status Gemm(cublasHandle_t blas, const GemmCall& call, const T* a, const T* b, void* c,
                   cudaDataType c_type) {
   const float alpha = 1.0f;
-  REF_CUBLAS_CALL(cublasGemmEx(blas, call.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+  CUBLAS_CALL(cublasGemmEx(blas, call.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                call.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, call.m, call.n, call.k,
                                &alpha, a, kCudaType<T>, call.lda, b, kCudaType<T>, call.ldb,
                                &call.beta, c, c_type, call.ldc, CUBLAS_COMPUTE_32F,
@@ -136,7 +137,7 @@ absl::Status ForwardBlock(const MlpShape& s, const DeviceState& d, const T* x, T
     const T* in = l == 0 ? x : acts + (l - 1) * n;
     RETURN_IF_ERROR(Gemm<T>(d.blas, ForwardGemm(s), w, in, z, CUDA_R_32F));
     const bool tanh_layer = !(linear_head && l == s.layers - 1);
-    REF_CUDA_CALL(LaunchBiasActivation<T>(z, w + static_cast<int64_t>(h) * h, acts + l * n, s.rows,
+    CUDA_CALL(LaunchBiasActivation<T>(z, w + static_cast<int64_t>(h) * h, acts + l * n, s.rows,
                                           h, tanh_layer, stream));
   }
   return absl::OkStatus();
@@ -154,13 +155,13 @@ absl::Status BackwardInputBlock(const MlpShape& s, const DeviceState& d, const T
   float* g = static_cast<float*>(d.work.get());
   const int top = s.layers - 1;
   if (grad_out != nullptr) {
-    REF_CUDA_CALL((LaunchActivationGrad<T, T>(grad_out, acts + top * n, dz + top * n, n,
+    CUDA_CALL((LaunchActivationGrad<T, T>(grad_out, acts + top * n, dz + top * n, n,
                                               /*use_tanh=*/true, stream)));
   }
   for (int l = top; l > 0; --l) {
     const T* w = params + l * s.layer_params();
     RETURN_IF_ERROR(Gemm<T>(d.blas, InputGradGemm(s), w, dz + l * n, g, CUDA_R_32F));
-    REF_CUDA_CALL((LaunchActivationGrad<float, T>(g, acts + (l - 1) * n, dz + (l - 1) * n, n,
+    CUDA_CALL((LaunchActivationGrad<float, T>(g, acts + (l - 1) * n, dz + (l - 1) * n, n,
                                                   /*use_tanh=*/true, stream)));
   }
   if (grad_in == nullptr) return absl::OkStatus();
@@ -176,7 +177,7 @@ absl::Status BackwardWeightBlock(const MlpShape& s, const DeviceState& d, const 
     const T* in = l == 0 ? x : acts + (l - 1) * n;
     float* gw = grads + l * s.layer_params();
     RETURN_IF_ERROR(Gemm<T>(d.blas, WeightGradGemm(s), dz + l * n, in, gw, CUDA_R_32F));
-    REF_CUDA_CALL(LaunchBiasGrad<T>(dz + l * n, gw + static_cast<int64_t>(h) * h, s.rows, h,
+    CUDA_CALL(LaunchBiasGrad<T>(dz + l * n, gw + static_cast<int64_t>(h) * h, s.rows, h,
                                     stream));
   }
   return absl::OkStatus();
@@ -318,8 +319,8 @@ absl::StatusOr<std::unique_ptr<CudaMlpStage>> CudaMlpStage::Create(const CudaMlp
     using reference_cuda::AllocateDevice;
     const MlpShape& s = options.mlp.shape;
     const int mbs = layout.microbatches_per_chain();
-    REF_CUBLAS_CALL(cublasCreate(&d->blas));
-    REF_CUBLAS_CALL(cublasSetMathMode(d->blas, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+    CUBLAS_CALL(cublasCreate(&d->blas));
+    CUBLAS_CALL(cublasSetMathMode(d->blas, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
     ASSIGN_OR_RETURN(d->params, reference_cuda::Upload(CudaMlpInitialParams(
                                     options, stage % layout.stages_per_chain)));
     ASSIGN_OR_RETURN(d->work, AllocateDevice(s.activation_floats() * sizeof(float)));
@@ -332,13 +333,13 @@ absl::StatusOr<std::unique_ptr<CudaMlpStage>> CudaMlpStage::Create(const CudaMlp
       ASSIGN_OR_RETURN(d->targets, reference_cuda::Upload(CudaMlpData(
                                        options, MlpData::kTarget, replica, out->chain_, mbs)));
       ASSIGN_OR_RETURN(d->losses, AllocateDevice(mbs * sizeof(double)));
-      REF_CUDA_CALL(cudaMemset(d->losses.get(), 0, mbs * sizeof(double)));
+      CUDA_CALL(cudaMemset(d->losses.get(), 0, mbs * sizeof(double)));
       ASSIGN_OR_RETURN(d->host_losses, reference_cuda::AllocatePinned(mbs * sizeof(double)));
     }
     // The copies above may still be in flight (a pageable cudaMemcpy returns
     // once staged; cudaMemset is asynchronous) and the caller's stream may
     // not be ordered after the default stream: finish them here.
-    REF_CUDA_CALL(cudaDeviceSynchronize());
+    CUDA_CALL(cudaDeviceSynchronize());
     return absl::OkStatus();
   }();
   if (!made.ok()) return absl::Status(made.code(), absl::StrCat(Who(stage), ": ", made.message()));
@@ -363,7 +364,7 @@ absl::Status CudaMlpStage::Check(absl::string_view role, size_t bytes, int64_t e
 absl::Status CudaMlpStage::CheckCall(const ExecutionContext& ctx, int microbatch) const {
   RETURN_IF_ERROR(RequireDeviceStream(ctx, Who(stage_), device_->ordinal));
   int current = -1;
-  REF_CUDA_CALL(cudaGetDevice(&current));
+  CUDA_CALL(cudaGetDevice(&current));
   if (current != device_->ordinal) {
     return absl::FailedPreconditionError(
         absl::StrCat(Who(stage_), " computes on CUDA device ", device_->ordinal,
@@ -377,8 +378,8 @@ absl::Status CudaMlpStage::CheckCall(const ExecutionContext& ctx, int microbatch
 
 absl::Status CudaMlpStage::BindStream(const ExecutionContext& ctx) const {
   // cublasSetStream resets the workspace to cuBLAS's own pool: set ours again.
-  REF_CUBLAS_CALL(cublasSetStream(device_->blas, StreamOf(ctx)));
-  REF_CUBLAS_CALL(cublasSetWorkspace(device_->blas, device_->blas_work.get(),
+  CUBLAS_CALL(cublasSetStream(device_->blas, StreamOf(ctx)));
+  CUBLAS_CALL(cublasSetWorkspace(device_->blas, device_->blas_work.get(),
                                      reference_cuda::kCublasWorkspaceBytes));
   return absl::OkStatus();
 }
@@ -394,7 +395,7 @@ absl::Status CudaMlpStage::LoadInput(const ExecutionContext& ctx, int microbatch
   RETURN_IF_ERROR(Check("input", input.size(), n, element_bytes_, false));
   const size_t bytes = input.size();
   const std::byte* from = static_cast<const std::byte*>(device_->inputs.get()) + microbatch * bytes;
-  REF_CUDA_CALL(
+  CUDA_CALL(
       cudaMemcpyAsync(input.data(), from, bytes, cudaMemcpyDeviceToDevice, StreamOf(ctx)));
   return absl::OkStatus();
 }
@@ -419,21 +420,21 @@ absl::Status CudaMlpStage::Forward(const ExecutionContext& ctx, int microbatch, 
                                                  last_, stream));
   }
   if (!output.empty()) {
-    REF_CUDA_CALL(
+    CUDA_CALL(
         cudaMemcpyAsync(output.data(), y, activation_bytes, cudaMemcpyDeviceToDevice, stream));
   }
   if (!last_) return absl::OkStatus();
   const float* target = static_cast<const float*>(device_->targets.get()) + microbatch * n;
   double* loss = static_cast<double*>(device_->losses.get()) + microbatch;
   if (options_.dtype == Dtype::kBf16) {
-    REF_CUDA_CALL(reference_cuda::LaunchLoss(reinterpret_cast<const __nv_bfloat16*>(y), target, n,
+    CUDA_CALL(reference_cuda::LaunchLoss(reinterpret_cast<const __nv_bfloat16*>(y), target, n,
                                              layout_.loss_scale(), loss, stream));
   } else {
-    REF_CUDA_CALL(reference_cuda::LaunchLoss(reinterpret_cast<const float*>(y), target, n,
+    CUDA_CALL(reference_cuda::LaunchLoss(reinterpret_cast<const float*>(y), target, n,
                                              layout_.loss_scale(), loss, stream));
   }
   double* host = static_cast<double*>(device_->host_losses.get()) + microbatch;
-  REF_CUDA_CALL(cudaMemcpyAsync(host, loss, sizeof(double), cudaMemcpyDeviceToHost, stream));
+  CUDA_CALL(cudaMemcpyAsync(host, loss, sizeof(double), cudaMemcpyDeviceToHost, stream));
   return absl::OkStatus();
 }
 
@@ -461,7 +462,7 @@ absl::Status CudaMlpStage::BackwardInput(const ExecutionContext& ctx, int microb
   if (options_.dtype == Dtype::kBf16) {
     using T = __nv_bfloat16;
     if (last_) {
-      REF_CUDA_CALL(reference_cuda::LaunchLossGrad(reinterpret_cast<const T*>(y), target, n, g,
+      CUDA_CALL(reference_cuda::LaunchLossGrad(reinterpret_cast<const T*>(y), target, n, g,
                                                    reinterpret_cast<T*>(dy), stream));
     }
     return reference_cuda::BackwardInputBlock(s, *device_, reinterpret_cast<const T*>(acts),
@@ -469,7 +470,7 @@ absl::Status CudaMlpStage::BackwardInput(const ExecutionContext& ctx, int microb
                                               As<T>(input_grad), stream);
   }
   if (last_) {
-    REF_CUDA_CALL(reference_cuda::LaunchLossGrad(reinterpret_cast<const float*>(y), target, n, g,
+    CUDA_CALL(reference_cuda::LaunchLossGrad(reinterpret_cast<const float*>(y), target, n, g,
                                                  reinterpret_cast<float*>(dy), stream));
   }
   return reference_cuda::BackwardInputBlock(s, *device_, reinterpret_cast<const float*>(acts),
@@ -510,7 +511,7 @@ absl::Status CudaMlpStage::FinishStep(const ExecutionContext& ctx, ConstBytes pa
   RETURN_IF_ERROR(RequireDeviceStream(ctx, Who(stage_), device_->ordinal));
   RETURN_IF_ERROR(Check("param_grad", param_grad.size(), s.block_params(), sizeof(float), false));
   if (finished_ == nullptr) return absl::OkStatus();
-  REF_CUDA_CALL(cudaMemcpyAsync(finished_->grads.get(), param_grad.data(), param_grad.size(),
+  CUDA_CALL(cudaMemcpyAsync(finished_->grads.get(), param_grad.data(), param_grad.size(),
                                 cudaMemcpyDeviceToHost, StreamOf(ctx)));
   finished_->written = true;
   return absl::OkStatus();

@@ -45,7 +45,7 @@
 // ctx.stream (a cudaStream_t) and returns: it never synchronises the host,
 // allocates nothing and copies nothing to or from pageable memory, so a
 // step's calls can be captured as a CUDA graph. Errors found when enqueuing
-// come back as Status (cuda_check.h); an error of a kernel that has already
+// come back as Status (comm/cuda/cuda_error.h, cublas_error.h); an error of a kernel that has already
 // been enqueued shows at the caller's next synchronisation.
 //
 // Losses: the chain's last stage computes each microbatch's loss on the
@@ -132,7 +132,7 @@ class CudaMlpStage final : public Stage {
   // creation is not part of a step). `finished` (borrowed, may be null)
   // receives FinishStep's gradients; it must outlive the stage.
   // Errors: InvalidArgument for bad options or a stage or replica outside
-  // the layout; FailedPrecondition "cuda mlp stage <s>: no usable CUDA
+  // the layout; Unavailable "cuda mlp stage <s>: no usable CUDA
   // device (...)" without a device or driver; ResourceExhausted when device
   // memory runs out; Internal for other CUDA or cuBLAS errors.
   static absl::StatusOr<std::unique_ptr<CudaMlpStage>> Create(const CudaMlpOptions& options,

@@ -20,7 +20,8 @@
 #include "base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "stages/reference/cuda_check.h"
+#include "comm/cuda/cuda_error.h"
+#include "stages/reference/cublas_error.h"
 #include "stages/reference/cuda_mlp_gemm.h"
 #include "stages/reference/mlp_kernels.h"
 #include "stages/reference/mlp_reference.h"
@@ -35,45 +36,46 @@ using ::testing::StartsWith;
 
 // ---------------------------------------------------------------- host side
 
-TEST(CudaCheckTest, CudaErrorsBecomeStatusWithCallFileAndLine) {
-  using reference_cuda::CudaStatus;
+// The reference stage's CUDA runtime calls convert as the backends' do
+// (comm/cuda/cuda_error.h): one code for "no usable device" everywhere.
+TEST(CudaCheckTest, CudaErrorsBecomeStatusAsTheBackendsDo) {
   EXPECT_OK(CudaStatus(cudaSuccess, "cudaFree(p)", __FILE__, __LINE__));
   const absl::Status s =
       CudaStatus(cudaErrorMemoryAllocation, "cudaMalloc(&p, 4)", "/src/stages/reference/x.cc", 12);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(Message(s),
-            "cudaMalloc: cudaErrorMemoryAllocation (out of memory) (stages/reference/x.cc:12)");
-  EXPECT_EQ(CudaStatus(cudaErrorNoDevice, "f()", "f.cc", 1).code(),
-            absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(CudaStatus(cudaErrorInsufficientDriver, "f()", "f.cc", 1).code(),
-            absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(CudaStatus(cudaErrorNoKernelImageForDevice, "f()", "f.cc", 1).code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Message(s), "cudaMalloc: cudaErrorMemoryAllocation: out of memory "
+                        "(stages/reference/x.cc:12)");
+  for (cudaError_t no_device : {cudaErrorNoDevice, cudaErrorInsufficientDriver,
+                                cudaErrorNoKernelImageForDevice, cudaErrorUnsupportedPtxVersion}) {
+    EXPECT_EQ(CudaStatus(no_device, "f()", "f.cc", 1).code(), absl::StatusCode::kUnavailable)
+        << cudaGetErrorName(no_device);
+  }
   EXPECT_EQ(CudaStatus(cudaErrorIllegalAddress, "f()", "f.cc", 1).code(),
             absl::StatusCode::kInternal);
 }
 
 TEST(CudaCheckTest, CublasErrorsBecomeStatusWithCallFileAndLine) {
-  using reference_cuda::CublasStatus;
   EXPECT_OK(CublasStatus(CUBLAS_STATUS_SUCCESS, "cublasCreate(&h)", __FILE__, __LINE__));
   const absl::Status s =
       CublasStatus(CUBLAS_STATUS_NOT_SUPPORTED, "cublasGemmEx(h, ...)", "stages/reference/y.cc", 7);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(Message(s),
-            "cublasGemmEx: CUBLAS_STATUS_NOT_SUPPORTED (the requested functionality is not "
-            "supported) (stages/reference/y.cc:7)");
+            "cublasGemmEx: CUBLAS_STATUS_NOT_SUPPORTED: the requested functionality is not "
+            "supported (stages/reference/y.cc:7)");
   EXPECT_EQ(CublasStatus(CUBLAS_STATUS_ALLOC_FAILED, "f()", "f.cc", 1).code(),
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(CublasStatus(CUBLAS_STATUS_INVALID_VALUE, "f()", "f.cc", 1).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CublasStatus(CUBLAS_STATUS_EXECUTION_FAILED, "f()", "f.cc", 1).code(),
             absl::StatusCode::kInternal);
 }
 
 // The macros return the first failure, naming this file and line.
 absl::Status TwoCalls(int& reached, int& failing_line) {
-  REF_CUDA_CALL(cudaSuccess);
+  CUDA_CALL(cudaSuccess);
   ++reached;
   failing_line = __LINE__ + 1;
-  REF_CUBLAS_CALL((static_cast<cublasStatus_t>(CUBLAS_STATUS_ALLOC_FAILED)));
+  CUBLAS_CALL((static_cast<cublasStatus_t>(CUBLAS_STATUS_ALLOC_FAILED)));
   ++reached;
   return absl::OkStatus();
 }
@@ -83,9 +85,9 @@ TEST(CudaCheckTest, MacrosReturnTheFirstFailure) {
   const absl::Status s = TwoCalls(reached, line);
   EXPECT_EQ(reached, 1);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(Message(s), StartsWith("static_cast<cublasStatus_t>: CUBLAS_STATUS_ALLOC_FAILED ("));
+  EXPECT_THAT(Message(s), StartsWith("static_cast<cublasStatus_t>: CUBLAS_STATUS_ALLOC_FAILED: "));
   EXPECT_THAT(Message(s),
-              HasSubstr(absl::StrCat("(stages/reference/cuda_mlp_stage_test.cc:", line, ")")));
+              HasSubstr(absl::StrCat("(tests/stages/reference/cuda_mlp_stage_test.cc:", line, ")")));
 }
 
 // The error MlpComparison uses: max |got - want| / max |want|.
@@ -292,7 +294,7 @@ TEST(CudaMlpStageFactoryTest, MakeNeedsAStageOfTheLayoutAndADevice) {
             "cuda mlp: no stage 0 of replica 2 in a pipeline of 2 stages x dp 2");
   absl::StatusOr<std::unique_ptr<Stage>> made = factory.Make(1, 1);
   if (DeviceCount() == 0) {
-    EXPECT_EQ(made.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(made.status().code(), absl::StatusCode::kUnavailable);
     EXPECT_THAT(Message(made), StartsWith("cuda mlp stage 1: no usable CUDA device ("));
   } else {
     EXPECT_OK(made);
