@@ -229,6 +229,12 @@ absl::StatusOr<double> GetNumber(const nlohmann::json& obj, absl::string_view ke
   return it->get<double>();
 }
 
+std::string AbbreviateForMessage(absl::string_view s) {
+  if (s.size() <= kMaxQuotedBytes) return Printable(std::string(s));
+  return absl::StrCat(Printable(absl::StrCat(s.substr(0, 48), "...", s.substr(s.size() - 12))),
+                      " (", s.size(), " bytes)");
+}
+
 std::string QuoteForMessage(absl::string_view s) {
   if (s.size() <= kMaxQuotedBytes) return JsonQuote(s);
   // Cut at byte boundaries; JsonQuote replaces a UTF-8 sequence cut in two.

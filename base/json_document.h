@@ -54,6 +54,9 @@ std::string JsonQuote(absl::string_view s);
 //   "0F11111111111111111111111111111111111111111111111...111111111111" (3000002 bytes)
 inline constexpr size_t kMaxQuotedBytes = 64;
 std::string QuoteForMessage(absl::string_view s);
+// The same cut without the quotes, for text that is already JSON (a value's
+// dump): 1e+999 stays 1e+999, a long array is abbreviated.
+std::string AbbreviateForMessage(absl::string_view s);
 
 }  // namespace jitpipe
 

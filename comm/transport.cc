@@ -27,4 +27,8 @@ absl::StatusOr<RequestId> Transport::PostMarker(const OpInfo& info) {
 
 std::string Group::ToString() const { return absl::StrCat("{", absl::StrJoin(ranks, ", "), "}"); }
 
+std::string RankFailed(int rank, absl::string_view reason) {
+  return absl::StrCat("rank ", rank, " failed: ", reason);
+}
+
 }  // namespace jitpipe

@@ -55,10 +55,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
 namespace jitpipe {
+
+// How a rank's failure is told to the others, on every backend and in the
+// replay's report: "rank 3 failed: <reason>".
+std::string RankFailed(int rank, absl::string_view reason);
 
 // What an operation is for, carried into the flight recorder and error
 // messages. Transports do not interpret it.

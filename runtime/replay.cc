@@ -206,7 +206,7 @@ class Replay {
   // directory; then the world is aborted, so that no rank waits on.
   void Fail(LocalRank& me) {
     const std::string reason =
-        absl::StrCat("rank ", me.world_rank, " failed: ", me.status.message());
+        RankFailed(me.world_rank, me.status.message());
     me.failed_at_us = NowUs();
     {
       absl::MutexLock lock(&mu_);
@@ -236,7 +236,7 @@ class Replay {
     absl::MutexLock lock(&mu_);
     if (failed_at_.has_value()) return;
     failed_at_ = absl::Now();
-    TakeRecordsLocked(absl::StrCat("rank ", world_rank, " failed: ", status.message()));
+    TakeRecordsLocked(RankFailed(world_rank, status.message()));
   }
 
   void TakeRecordsLocked(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

@@ -78,7 +78,7 @@ void CudaFabric::Abort(int rank, const std::string& reason) {
   {
     absl::MutexLock lock(&mu_);
     if (!requests_.AbortStatus().ok()) return;
-    requests_.Abort(absl::StrCat("rank ", rank, " failed: ", reason));
+    requests_.Abort(RankFailed(rank, reason));
   }
   if (on_abort_) on_abort_(rank, reason);
 }

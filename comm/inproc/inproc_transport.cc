@@ -53,7 +53,7 @@ void InProcessFabric::Abort(int rank, const std::string& reason) {
     absl::MutexLock lock(&mu_);
     if (aborted_) return;
     aborted_ = true;
-    abort_message_ = absl::StrCat("rank ", rank, " failed: ", reason);
+    abort_message_ = RankFailed(rank, reason);
     for (const std::unique_ptr<RequestTable>& table : tables_) {
       absl::MutexLock table_lock(&table->mu);
       for (auto& [id, request] : table->requests) {

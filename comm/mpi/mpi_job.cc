@@ -107,8 +107,7 @@ absl::Status MpiJob::PollNoticeLocked() {
   MPI_Get_count(&status, MPI_CHAR, &length);
   aborted_ = true;
   abort_message_ =
-      absl::StrCat("rank ", status.MPI_SOURCE,
-                   " failed: ", absl::string_view(notice_, static_cast<size_t>(length)));
+      RankFailed(status.MPI_SOURCE, absl::string_view(notice_, static_cast<size_t>(length)));
   return absl::AbortedError(abort_message_);
 }
 
@@ -124,7 +123,7 @@ void MpiJob::Abort(absl::string_view reason) {
   PollNoticeLocked().IgnoreError();  // a notice that arrived first wins
   if (aborted_) return;
   aborted_ = true;
-  abort_message_ = absl::StrCat("rank ", rank_, " failed: ", reason);
+  abort_message_ = RankFailed(rank_, reason);
   sent_reason_ = std::string(reason.substr(0, kMaxReasonBytes));
   // Nonblocking and never waited for: a notice to a dead process must not
   // block the abort. Small messages go eagerly, so the others get them.

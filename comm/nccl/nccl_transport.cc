@@ -434,7 +434,7 @@ absl::StatusOr<bool> NcclRank::StreamWait(RequestId id, void* stream) {
 
 void NcclRank::Abort(int rank, const std::string& reason, bool notify) {
   if (!requests_.AbortStatus().ok()) return;
-  requests_.Abort(absl::StrCat("rank ", rank, " failed: ", reason));
+  requests_.Abort(RankFailed(rank, reason));
   AbortCommunicators();
   if (notify) mpi_->Abort(rank, reason);
 }

@@ -5,7 +5,7 @@
 namespace jitpipe {
 
 std::string Where(int rank, size_t index, const Action& action) {
-  return absl::StrCat("rank ", rank, ", index ", index, " (", action.ToString(), ")");
+  return WhereInProgram(rank, static_cast<int64_t>(index), action.ToString());
 }
 
 absl::Status ActionError(int rank, size_t index, const Action& action, absl::string_view what) {

@@ -75,7 +75,7 @@ class PairOrderChecker {
     const Endpoint actual_send = Partner(pos_, recv);
     const Endpoint expected_recv = Partner(pos_, send);
     absl::Status status = absl::InvalidArgumentError(absl::StrCat(
-        "rank ", dst, ", index ", j, " (", recv.ToString(), "): out of order with rank ", src,
+        WhereInProgram(dst, j, recv.ToString()), ": out of order with rank ", src,
         ": rank ", src, " sends ", send.ToString(), " (index ", expected_send, ") before ",
         s_.ranks[src][actual_send.index].ToString(), " (index ", actual_send.index,
         "), but this rank receives ", recv.ToString(), " before ",

@@ -51,8 +51,8 @@ absl::Status StuckError(const std::vector<RankProgram>& programs,
   std::vector<std::string> stuck;
   for (size_t r = 0; r < programs.size(); ++r) {
     if (next[r] < programs[r].size()) {
-      stuck.push_back(absl::StrCat("rank ", r, ", index ", next[r], " (",
-                                   programs[r][next[r]].ToString(), ")"));
+      stuck.push_back(WhereInProgram(static_cast<int64_t>(r), static_cast<int64_t>(next[r]),
+                                     programs[r][next[r]].ToString()));
     }
   }
   return absl::InvalidArgumentError(absl::StrCat(

@@ -433,4 +433,8 @@ absl::StatusOr<Action> ParseAction(absl::string_view text) {
   return Action::Overlap(std::move(subs));
 }
 
+std::string WhereInProgram(int64_t rank, int64_t index, absl::string_view action_text) {
+  return absl::StrCat("rank ", rank, ", index ", index, " (", action_text, ")");
+}
+
 }  // namespace jitpipe

@@ -189,6 +189,12 @@ inline Action Action::Make(ActionKind kind, int32_t stage, int32_t microbatch) {
 
 static_assert(sizeof(Action) == 24, "programs hold millions of actions; keep Action small");
 
+// How every message names an action of a program, whichever part of the
+// engine meets it: "rank 1, index 4 (1SEND_F0)". `action_text` is the
+// action's text as the message should show it (ToString(), or the input's
+// own text, quoted, when it did not parse).
+std::string WhereInProgram(int64_t rank, int64_t index, absl::string_view action_text);
+
 // Parses PyTorch's text form strictly. Leading and trailing whitespace is
 // ignored (as PyTorch does); anything else PyTorch would silently misread is
 // refused: trailing characters, a missing or superfluous microbatch, numbers

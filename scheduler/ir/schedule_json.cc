@@ -21,8 +21,8 @@ constexpr int64_t kMaxCount = std::numeric_limits<int32_t>::max();
 
 // Where an action is, for messages: `rank 1, index 3 ("0F1")`.
 std::string Describe(const Schedule& s, ActionPosition at) {
-  return absl::StrCat("rank ", at.rank, ", index ", at.index, " (",
-                      JsonQuote(s.ranks[at.rank][at.index].ToString()), ")");
+  return WhereInProgram(at.rank, static_cast<int64_t>(at.index),
+                        JsonQuote(s.ranks[at.rank][at.index].ToString()));
 }
 
 // A key that is present and not null.
@@ -46,16 +46,17 @@ absl::StatusOr<RankProgram> ParseProgram(const nlohmann::json& list, int rank) {
     }
     if (!item.is_string()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "rank ", rank, ", index ", i, " (",
-          item.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-          "): expected an action string or null"));
+          WhereInProgram(rank, static_cast<int64_t>(i),
+                         AbbreviateForMessage(item.dump(
+                             -1, ' ', false, nlohmann::json::error_handler_t::replace))),
+          ": expected an action string or null"));
     }
     const std::string& text = item.get_ref<const std::string&>();
     auto action = ParseAction(text);
     if (!action.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("rank ", rank, ", index ", i, " (",
-                                                     QuoteForMessage(text), "): ",
-                                                     action.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(WhereInProgram(rank, static_cast<int64_t>(i), QuoteForMessage(text)), ": ",
+                       action.status().message()));
     }
     program.push_back(*std::move(action));
   }

@@ -13,7 +13,7 @@ namespace {
 
 absl::Status Error(int rank, int index, const Action& action, absl::string_view what) {
   return absl::InvalidArgumentError(
-      absl::StrCat("rank ", rank, ", index ", index, " (", action.ToString(), "): ", what));
+      absl::StrCat(WhereInProgram(rank, index, action.ToString()), ": ", what));
 }
 
 // Transfer ids by (direction, sending stage, microbatch); direction 0 = F.

@@ -180,12 +180,11 @@ double RankExecutor::NowUs() const {
 }
 
 absl::Status RankExecutor::InContext(const absl::Status& status, int32_t i) const {
-  std::string where = absl::StrCat("rank ", world_rank_);
+  std::string where = i >= 0 && i < static_cast<int32_t>(exe_.steps.size())
+                          ? WhereInProgram(world_rank_, exe_.steps[i].index, texts_[i])
+                          : absl::StrCat("rank ", world_rank_);
   if (options_.dp > 1) {
     absl::StrAppend(&where, " (pipeline rank ", rank_, ", replica ", options_.replica, ")");
-  }
-  if (i >= 0 && i < static_cast<int32_t>(exe_.steps.size())) {
-    absl::StrAppend(&where, ", index ", exe_.steps[i].index, " (", texts_[i], ")");
   }
   return absl::Status(status.code(), absl::StrCat(where, ": ", status.message()));
 }

@@ -374,7 +374,7 @@ TEST_P(ReplayFailureTest, AFailedStageStopsEveryRankAndRankZeroReportsItFirst) {
     return;
   }
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
-  EXPECT_EQ(Message(result), "rank 1 (pipeline rank 1, replica 0), index 5 (1F1): injected "
+  EXPECT_EQ(Message(result), "rank 1, index 5 (1F1) (pipeline rank 1, replica 0): injected "
                              "failure; other ranks: aborted (0, 2, 3)");
 }
 
