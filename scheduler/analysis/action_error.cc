@@ -71,4 +71,15 @@ std::string RepeatWhat(const Action& part, int32_t first) {
   return absl::StrCat("a second ", subject, "; the first is at index ", first);
 }
 
+std::string ShardOrderWhat(const Action& shard, int32_t open) {
+  if (shard.kind == ActionKind::kUnshard && open >= 0) {
+    return absl::StrCat("stage ", shard.stage, " is already unsharded (UNSHARD at index ", open,
+                        ", no RESHARD since)");
+  }
+  if (shard.kind == ActionKind::kReshard && open < 0) {
+    return absl::StrCat("stage ", shard.stage, " is not unsharded (no UNSHARD before it)");
+  }
+  return "";
+}
+
 }  // namespace jitpipe

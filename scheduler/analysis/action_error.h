@@ -46,6 +46,16 @@ absl::string_view PhaseName(ActionKind kind);
 // reduction of stage 2; ...".
 std::string RepeatWhat(const Action& part, int32_t first);
 
+// The UNSHARD/RESHARD rule, for every checker: per stage, UNSHARD and
+// RESHARD alternate, starting with UNSHARD (an UNSHARD may stay open to the
+// end of the step). `open` is the index of the stage's open UNSHARD, or -1.
+// The "what" of an UNSHARD or RESHARD at `index` that breaks it, or empty
+// when it keeps it; then ShardNext gives the new `open`.
+std::string ShardOrderWhat(const Action& shard, int32_t open);
+inline int32_t ShardNext(ActionKind kind, int32_t open, int32_t index) {
+  return kind == ActionKind::kUnshard ? index : (kind == ActionKind::kReshard ? -1 : open);
+}
+
 }  // namespace jitpipe
 
 #endif  // JITPIPE_SCHEDULER_ANALYSIS_ACTION_ERROR_H_

@@ -146,18 +146,17 @@ class Indexer {
       case ActionKind::kWaitReduceGrad:
         if (x_.reduce_grad[a.stage] == kAbsent) return Fail(ff, IndexFault::kReduceWaitFirst, i);
         return Take(ff, x_.wait_reduce_grad[a.stage], i, 0);
-      case ActionKind::kUnshard: {
+      default: {  // kUnshard, kReshard
         int32_t& open = unsharded_[a.stage];
-        if (open != kAbsent) return Fail(ff, IndexFault::kShardOrder, i, 0, open);
-        open = i;
-        x_.shards[a.stage].push_back({i, kAbsent});
-        return;
-      }
-      default: {  // kReshard
-        int32_t& open = unsharded_[a.stage];
-        if (open == kAbsent) return Fail(ff, IndexFault::kShardOrder, i);
-        open = kAbsent;
-        x_.shards[a.stage].back().second = i;
+        if (!ShardOrderWhat(a, open).empty()) {
+          return Fail(ff, IndexFault::kShardOrder, i, 0, open);
+        }
+        if (a.kind == ActionKind::kUnshard) {
+          x_.shards[a.stage].push_back({i, kAbsent});
+        } else {
+          x_.shards[a.stage].back().second = i;
+        }
+        open = ShardNext(a.kind, open, i);
         return;
       }
     }
@@ -272,15 +271,7 @@ absl::Status ProgramIndex::FaultStatus(const Schedule& schedule, int rank) const
                          absl::StrCat("waits for the gradient reduction of stage ", top.stage,
                                       ", which has not started (no REDUCE_GRAD before it)"));
     case IndexFault::kShardOrder:
-      if (top.kind == ActionKind::kUnshard) {
-        return ActionError(rank, f.index, top,
-                           absl::StrCat("stage ", top.stage,
-                                        " is already unsharded (UNSHARD at index ", f.first,
-                                        ", no RESHARD since)"));
-      }
-      return ActionError(rank, f.index, top,
-                         absl::StrCat("stage ", top.stage,
-                                      " is not unsharded (no UNSHARD before it)"));
+      return ActionError(rank, f.index, top, ShardOrderWhat(top, f.first));
     case IndexFault::kNone:
       break;
   }

@@ -71,8 +71,7 @@ class StructureChecker {
   }
 
   // REDUCE_GRAD at most once per stage, its WAIT_REDUCE_GRAD at most once
-  // and after it; UNSHARD and RESHARD alternate, starting with UNSHARD (an
-  // UNSHARD may stay open to the end of the step).
+  // and after it; UNSHARD and RESHARD as action_error.h's ShardOrderWhat says.
   absl::Status CheckStageWide(int rank, int32_t index, const Action& a) {
     int32_t& reduced = reduced_at_[a.stage];
     int32_t& waited = reduce_waited_at_[a.stage];
@@ -96,19 +95,11 @@ class StructureChecker {
         waited = index;
         return absl::OkStatus();
       case ActionKind::kUnshard:
-        if (unsharded != kUnseen) {
-          return Error(rank, index, a,
-                       absl::StrCat("stage ", a.stage, " is already unsharded (UNSHARD at index ",
-                                    unsharded, ", no RESHARD since)"));
-        }
-        unsharded = index;
-        return absl::OkStatus();
       case ActionKind::kReshard:
-        if (unsharded == kUnseen) {
-          return Error(rank, index, a,
-                       absl::StrCat("stage ", a.stage, " is not unsharded (no UNSHARD before it)"));
+        if (std::string what = ShardOrderWhat(a, unsharded); !what.empty()) {
+          return Error(rank, index, a, what);
         }
-        unsharded = kUnseen;
+        unsharded = ShardNext(a.kind, unsharded, index);
         return absl::OkStatus();
       default:
         return absl::OkStatus();
