@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "base/json_text.h"
 #include "absl/strings/str_format.h"
 
 namespace jitpipe {
@@ -243,9 +244,9 @@ std::string QuoteForMessage(absl::string_view s) {
 }
 
 std::string JsonQuote(absl::string_view s) {
-  // Invalid UTF-8 is replaced rather than thrown: error messages quote input.
-  return nlohmann::json(std::string(s))
-      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string out;
+  AppendJsonString(&out, s);  // the one escaper (json_text.h)
+  return out;
 }
 
 }  // namespace jitpipe

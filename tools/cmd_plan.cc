@@ -39,6 +39,7 @@ ABSL_FLAG(int, map, -1, "also print this rank's buffers and an ASCII map of its 
 namespace jitpipe::cli {
 namespace {
 
+using Json = nlohmann::ordered_json;
 using RankRow = RankPlanSummary;
 
 double Ratio(int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / b : 1.0; }
@@ -133,67 +134,69 @@ void PrintPyTorchTable(const PyTorchMemory& m, int asked_budget) {
   if (!m.budget_error.empty()) std::printf("budget: %s\n", m.budget_error.c_str());
 }
 
-std::string PoolJson(const PoolSize& size) {
-  return absl::StrCat("{\"slots\": ", size.slots, ", \"bytes\": ", size.bytes, "}");
-}
+Json PoolJson(const PoolSize& size) { return Json{{"slots", size.slots}, {"bytes", size.bytes}}; }
 
-std::string OptionalJson(const std::optional<int64_t>& value) {
-  return value.has_value() ? absl::StrCat(*value) : "null";
+Json OptionalJson(const std::optional<int64_t>& value) {
+  return value.has_value() ? Json(*value) : Json(nullptr);
 }
 
 // The same as JSON: one object per rank, in rank order.
-std::string PyTorchJson(const PyTorchMemory& m) {
-  std::string out = absl::StrCat("{\"send_budget\": ", m.send_budget,
-                                 ", \"wait_send_error\": ", JsonQuote(m.wait_send_error),
-                                 ", \"budget_error\": ", JsonQuote(m.budget_error),
-                                 ", \"ranks\": [");
-  for (size_t i = 0; i < m.ranks.size(); ++i) {
-    const PyTorchMemoryRank& r = m.ranks[i];
+Json PyTorchJson(const PyTorchMemory& m) {
+  Json ranks = Json::array();
+  for (const PyTorchMemoryRank& r : m.ranks) {
     const RecvPools& p = r.pools;
-    std::string stages;
+    Json stages = Json::array();
     for (const StagePool& sp : p.per_stage) {
-      absl::StrAppend(&stages, stages.empty() ? "" : ", ", "{\"stage\": ", sp.stage,
-                      ", \"direction\": \"", RecvDirectionName(sp.direction),
-                      "\", \"slots\": ", sp.size.slots, ", \"bytes\": ", sp.size.bytes, "}");
+      stages.push_back({{"stage", sp.stage},
+                        {"direction", RecvDirectionName(sp.direction)},
+                        {"slots", sp.size.slots},
+                        {"bytes", sp.size.bytes}});
     }
-    absl::StrAppend(
-        &out, i > 0 ? ",\n  " : "\n  ", "{\"rank\": ", r.rank, ", \"receives\": ", p.receives,
-        ", \"pool_per_stage_direction\": ", PoolJson(p.stage_direction),
-        ", \"pools_per_stage_direction\": [", stages, "]",
-        ", \"pool_per_direction\": ", PoolJson(p.direction),
-        ", \"pool_forward\": ", PoolJson(p.forward), ", \"pool_backward\": ", PoolJson(p.backward),
-        ", \"pool_per_rank\": ", PoolJson(p.rank_pool),
-        ", \"recv_arena_bytes\": ", p.arena_bytes,
-        ", \"peak_drain_bytes\": ", r.peaks.drain, ", \"peak_poll_bytes\": ", r.peaks.poll,
-        ", \"peak_wait_send_bytes\": ", OptionalJson(r.peaks.wait_send),
-        ", \"peak_budget_bytes\": ", OptionalJson(r.peaks.budget), "}");
+    ranks.push_back({{"rank", r.rank},
+                     {"receives", p.receives},
+                     {"pool_per_stage_direction", PoolJson(p.stage_direction)},
+                     {"pools_per_stage_direction", std::move(stages)},
+                     {"pool_per_direction", PoolJson(p.direction)},
+                     {"pool_forward", PoolJson(p.forward)},
+                     {"pool_backward", PoolJson(p.backward)},
+                     {"pool_per_rank", PoolJson(p.rank_pool)},
+                     {"recv_arena_bytes", p.arena_bytes},
+                     {"peak_drain_bytes", r.peaks.drain},
+                     {"peak_poll_bytes", r.peaks.poll},
+                     {"peak_wait_send_bytes", OptionalJson(r.peaks.wait_send)},
+                     {"peak_budget_bytes", OptionalJson(r.peaks.budget)}});
   }
-  absl::StrAppend(&out, "]}");
-  return out;
+  return Json{{"send_budget", m.send_budget},
+              {"wait_send_error", m.wait_send_error},
+              {"budget_error", m.budget_error},
+              {"ranks", std::move(ranks)}};
 }
 
 // `memory`: the all-of-it report of a version 2 model, printed after the
 // planner's table (or as "memory" in --json); absent for version 1.
 void PrintJson(const PlanOptions& options, const std::vector<RankRow>& rows,
                const PyTorchMemory& pytorch, const std::optional<MemoryReport>& memory) {
-  std::string out = absl::StrCat("{\"policy\": \"", MemoryPolicyName(options.policy),
-                                 "\", \"prefetch\": ", options.prefetch, ", \"ranks\": [");
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const RankRow& r = rows[i];
-    absl::StrAppend(&out, i > 0 ? ",\n  " : "\n  ", "{\"rank\": ", r.rank,
-                    ", \"peak_bytes\": ", r.peak, ", \"peak_index\": ", r.peak_index,
-                    ", \"peak_action\": ", JsonQuote(r.peak_action),
-                    ", \"lower_bound_bytes\": ", r.lower_bound, ", \"arena_bytes\": ", r.arena,
-                    ", \"fragmentation_bytes\": ", r.arena - r.peak,
-                    ", \"arena_algorithm\": ", JsonQuote(r.arena_algorithm),
-                    ", \"jit_peak_bytes\": ", r.jit_peak, ", \"eager_peak_bytes\": ", r.eager_peak,
-                    ", \"buffers\": ", r.buffers, "}");
+  Json ranks = Json::array();
+  for (const RankRow& r : rows) {
+    ranks.push_back({{"rank", r.rank},
+                     {"peak_bytes", r.peak},
+                     {"peak_index", r.peak_index},
+                     {"peak_action", r.peak_action},
+                     {"lower_bound_bytes", r.lower_bound},
+                     {"arena_bytes", r.arena},
+                     {"fragmentation_bytes", r.arena - r.peak},
+                     {"arena_algorithm", r.arena_algorithm},
+                     {"jit_peak_bytes", r.jit_peak},
+                     {"eager_peak_bytes", r.eager_peak},
+                     {"buffers", r.buffers}});
   }
-  absl::StrAppend(&out, "],\n \"worst_rank\": ", WorstRank(rows).rank,
-                  ",\n \"pytorch\": ", PyTorchJson(pytorch));
-  if (memory.has_value()) absl::StrAppend(&out, ",\n \"memory\": ", MemoryJson(*memory).dump());
-  absl::StrAppend(&out, "}\n");
-  std::fputs(out.c_str(), stdout);
+  Json out{{"policy", MemoryPolicyName(options.policy)},
+           {"prefetch", options.prefetch},
+           {"ranks", std::move(ranks)},
+           {"worst_rank", WorstRank(rows).rank},
+           {"pytorch", PyTorchJson(pytorch)}};
+  if (memory.has_value()) out["memory"] = MemoryJson(*memory);
+  std::printf("%s\n", out.dump(1).c_str());
 }
 
 int RunPlan(const Command& command, const Invocation& invocation) {

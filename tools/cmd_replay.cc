@@ -31,6 +31,7 @@
 #include "base/json_document.h"
 #include "base/status_macros.h"
 #include "comm/backend_traits.h"
+#include "nlohmann/json.hpp"
 #include "scheduler/ir/model.h"
 #include "scheduler/ir/model_file.h"
 #include "stages/reference/cost_stage.h"
@@ -245,74 +246,67 @@ void PrintText(const std::string& path, const ReplayFlags& f, const ReplayPlan& 
   }
 }
 
-// `format` is %.17g for values that must round-trip, %.3f for times.
-std::string JsonNumbers(const std::vector<double>& values, const absl::FormatSpec<double>& format) {
-  std::vector<std::string> parts;
-  for (double v : values) parts.push_back(absl::StrFormat(format, v));
-  return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
-}
+using Json = nlohmann::ordered_json;
 
 void PrintJson(const ReplayFlags& f, const ReplayPlan& plan, const ReplayResult& r,
                const std::optional<MlpComparison>& check,
                const std::vector<gpu::MeasuredStageCosts>& costs,
                const std::optional<gpu::GraphStepsReport>& graph) {
-  std::string out = absl::StrCat(
-      "{\"backend\": ", JsonQuote(f.backend), ", \"stage\": ", JsonQuote(f.stage),
-      ", \"policy\": \"",
-      MemoryPolicyName(f.policy), "\", \"pp\": ", plan.schedule.pp, ", \"dp\": ", f.dp,
-      ", \"steps\": ", f.steps, ",\n \"loss\": ", absl::StrFormat("%.17g", r.step_loss.back()),
-      ", \"step_loss\": ", JsonNumbers(r.step_loss, "%.17g"),
-      ",\n \"step_us\": ", absl::StrFormat("%.3f", r.median_step_us()),
-      ", \"step_us_all\": ", JsonNumbers(r.step_us, "%.3f"),
-      ", \"exposed_reduce_us\": ", absl::StrFormat("%.3f", r.exposed_reduce_us),
-      ", \"peak_in_flight_bytes\": ", r.peak_in_flight_bytes, ",\n \"ranks\": [");
-  for (size_t i = 0; i < r.ranks.size(); ++i) {
-    const RankReplay& k = r.ranks[i];
-    absl::StrAppend(&out, i > 0 ? ",\n  " : "\n  ", "{\"rank\": ", k.world_rank,
-                    ", \"pipeline_rank\": ", k.rank, ", \"replica\": ", k.replica,
-                    ", \"measured_peak_bytes\": ", k.measured_peak_bytes,
-                    ", \"planned_peak_bytes\": ", k.planned_peak_bytes,
-                    ", \"arena_bytes\": ", k.arena_bytes,
-                    ", \"allocator_peak_bytes\": ", k.allocator_peak_bytes,
-                    ", \"exposed_reduce_us\": ",
-                    absl::StrFormat("%.3f", k.exposed_reduce_us), "}");
+  Json ranks = Json::array();
+  for (const RankReplay& k : r.ranks) {
+    ranks.push_back({{"rank", k.world_rank},
+                     {"pipeline_rank", k.rank},
+                     {"replica", k.replica},
+                     {"measured_peak_bytes", k.measured_peak_bytes},
+                     {"planned_peak_bytes", k.planned_peak_bytes},
+                     {"arena_bytes", k.arena_bytes},
+                     {"allocator_peak_bytes", k.allocator_peak_bytes},
+                     {"exposed_reduce_us", k.exposed_reduce_us}});
   }
-  absl::StrAppend(&out, "]");
+  Json out{{"backend", f.backend},
+           {"stage", f.stage},
+           {"policy", MemoryPolicyName(f.policy)},
+           {"pp", plan.schedule.pp},
+           {"dp", f.dp},
+           {"steps", f.steps},
+           {"loss", r.step_loss.back()},
+           {"step_loss", r.step_loss},
+           {"step_us", r.median_step_us()},
+           {"step_us_all", r.step_us},
+           {"exposed_reduce_us", r.exposed_reduce_us},
+           {"peak_in_flight_bytes", r.peak_in_flight_bytes},
+           {"ranks", std::move(ranks)}};
   if (graph.has_value()) {
-    absl::StrAppend(&out, ",\n \"graph\": ",
-                    absl::StrFormat("{\"steps\": %d, \"nodes\": %d, \"eager_host_us\": %.3f, "
-                                    "\"graph_host_us\": %.3f, \"eager_loss\": %.17g, "
-                                    "\"graph_loss\": %.17g, \"ok\": %s, \"worst_grad_error\": "
-                                    "%.3g}",
-                                    graph->steps, static_cast<int>(graph->nodes),
-                                    graph->eager_host_us, graph->graph_host_us, graph->eager_loss,
-                                    graph->graph_loss,
-                                    graph->check.Within(kMlpTolerance) ? "true" : "false",
-                                    graph->check.worst_grad_error));
+    out["graph"] = {{"steps", graph->steps},
+                    {"nodes", graph->nodes},
+                    {"eager_host_us", graph->eager_host_us},
+                    {"graph_host_us", graph->graph_host_us},
+                    {"eager_loss", graph->eager_loss},
+                    {"graph_loss", graph->graph_loss},
+                    {"ok", graph->check.Within(kMlpTolerance)},
+                    {"worst_grad_error", graph->check.worst_grad_error}};
   }
   if (f.measure_costs) {
-    absl::StrAppend(&out, ",\n \"device_costs\": [");
-    for (size_t i = 0; i < costs.size(); ++i) {
-      const gpu::MeasuredStageCosts& c = costs[i];
-      absl::StrAppend(&out, i > 0 ? ", " : "",
-                      absl::StrFormat("{\"stage\": %d, \"forward_us\": %.3f, "
-                                      "\"backward_input_us\": %.3f, \"backward_weight_us\": "
-                                      "%.3f, \"backward_us\": %.3f}",
-                                      c.stage, c.forward_us, c.backward_input_us,
-                                      c.backward_weight_us, c.backward_us));
+    Json list = Json::array();
+    for (const gpu::MeasuredStageCosts& c : costs) {
+      list.push_back({{"stage", c.stage},
+                      {"forward_us", c.forward_us},
+                      {"backward_input_us", c.backward_input_us},
+                      {"backward_weight_us", c.backward_weight_us},
+                      {"backward_us", c.backward_us}});
     }
-    absl::StrAppend(&out, "]");
+    out["device_costs"] = std::move(list);
   }
   if (check.has_value()) {
-    absl::StrAppend(&out, ",\n \"check\": {\"ok\": ", check->Within(kMlpTolerance) ? "true" : "false",
-                    ", \"tolerance\": ", kMlpTolerance, ", \"reference_loss\": ",
-                    absl::StrFormat("%.17g", check->reference_loss), ", \"loss_error\": ",
-                    absl::StrFormat("%.3g", check->loss_error), ", \"worst_grad_error\": ",
-                    absl::StrFormat("%.3g", check->worst_grad_error), ", \"worst_block\": ",
-                    check->worst_block, ", \"worst_replica\": ", check->worst_replica, "}");
+    out["check"] = {{"ok", check->Within(kMlpTolerance)},
+                    {"tolerance", kMlpTolerance},
+                    {"reference_loss", check->reference_loss},
+                    {"loss_error", check->loss_error},
+                    {"worst_grad_error", check->worst_grad_error},
+                    {"worst_block", check->worst_block},
+                    {"worst_replica", check->worst_replica}};
   }
-  absl::StrAppend(&out, "}\n");
-  std::fputs(out.c_str(), stdout);
+  std::printf("%s\n", out.dump(1).c_str());
 }
 
 absl::Status WriteTrace(const std::string& path, const std::string& source, const ReplayFlags& f,

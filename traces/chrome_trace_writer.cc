@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/atomic_file.h"
 #include "base/json_document.h"
-#include "traces/json_text.h"
+#include "base/json_text.h"
 
 namespace jitpipe {
 

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/json_document.h"
 #include "base/status_macros.h"
-#include "traces/json_text.h"
+#include "base/json_text.h"
 
 namespace jitpipe {
 namespace {

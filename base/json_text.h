@@ -1,4 +1,5 @@
-// Hand-written JSON text for the streaming trace writer.
+// Hand-written JSON text: the one JSON string escaper (JsonQuote in
+// json_document.h is this), and numbers for the streaming writers.
 //
 // nlohmann::json builds a tree per value; a trace of millions of events is
 // formatted straight into a byte buffer instead, with these helpers. Every
@@ -6,8 +7,8 @@
 // finiteness and range first (see chrome_trace_writer.h).
 //
 // Thread safety: pure functions.
-#ifndef JITPIPE_TRACES_JSON_TEXT_H_
-#define JITPIPE_TRACES_JSON_TEXT_H_
+#ifndef JITPIPE_BASE_JSON_TEXT_H_
+#define JITPIPE_BASE_JSON_TEXT_H_
 
 #include <cstdint>
 #include <string>
@@ -40,4 +41,4 @@ std::string MicrosFromNanos(int64_t nanos);
 
 }  // namespace jitpipe
 
-#endif  // JITPIPE_TRACES_JSON_TEXT_H_
+#endif  // JITPIPE_BASE_JSON_TEXT_H_

@@ -1,4 +1,4 @@
-#include "traces/json_text.h"
+#include "base/json_text.h"
 
 #include <cstdint>
 #include <limits>
