@@ -28,6 +28,7 @@
 #include "bench/bench_support.h"
 #include "benchmark/benchmark.h"
 #include "stages/reference/cost_stage.h"
+#include "tests/testing/noop_stage.h"
 #include "runtime/replay.h"
 #include "runtime/replay_plan.h"
 #include "stages/predict/simulator.h"
@@ -37,32 +38,6 @@ namespace {
 
 constexpr int kSteps = 20;
 
-class NoopStage final : public Stage {
- public:
-  StageSizes Sizes() const override { return {}; }
-  absl::Status LoadInput(const ExecutionContext&, int, MutableBytes) override {
-    return absl::OkStatus();
-  }
-  absl::Status Forward(const ExecutionContext&, int, ConstBytes, MutableBytes,
-                       MutableBytes) override {
-    return absl::OkStatus();
-  }
-  absl::Status BackwardInput(const ExecutionContext&, int, ConstBytes, MutableBytes,
-                             MutableBytes) override {
-    return absl::OkStatus();
-  }
-  absl::Status BackwardWeight(const ExecutionContext&, int, ConstBytes, ConstBytes, ConstBytes,
-                              MutableBytes) override {
-    return absl::OkStatus();
-  }
-};
-
-class NoopFactory final : public StageFactory {
- public:
-  absl::StatusOr<std::unique_ptr<Stage>> Make(int, int) override {
-    return std::unique_ptr<Stage>(new NoopStage);
-  }
-};
 
 absl::StatusOr<ReplayPlan> PlanFor(const Size& size, const Model& model) {
   absl::StatusOr<Schedule> lowered = LowerForReplay(ComputeOnly(size));
@@ -89,7 +64,7 @@ void BM_InterpreterOverhead(benchmark::State& state, Size size, BufferMode buffe
   AsJitpipeReplay();
   absl::StatusOr<ReplayPlan> plan = PlanFor(size, Model());
   if (!CheckOk(state, plan.status())) return;
-  NoopFactory factory;
+  testing::NoopStageFactory factory;
   ReplayOptions options;
   options.steps = kSteps;
   options.buffers = buffers;

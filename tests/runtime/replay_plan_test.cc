@@ -10,6 +10,7 @@
 #include "scheduler/generators/generate.h"
 #include "scheduler/ir/schedule_csv.h"
 #include "stages/reference/mlp_stage.h"
+#include "tests/testing/noop_stage.h"
 #include "tests/testing/status_matchers.h"
 
 namespace jitpipe::replay_plan_test {
@@ -58,35 +59,10 @@ TEST(ReplayPlanTest, TakesTheByteSizesFromTheStages) {
 
 }
 
-// A stage whose gradients are 6 bytes: not a whole number of fp32 values.
-class OddFactory final : public StageFactory {
- public:
-  absl::StatusOr<std::unique_ptr<Stage>> Make(int, int) override {
-    class Odd final : public Stage {
-     public:
-      StageSizes Sizes() const override { return {4, 4, 0, 6}; }
-      absl::Status LoadInput(const ExecutionContext&, int, MutableBytes) override {
-        return absl::OkStatus();
-      }
-      absl::Status Forward(const ExecutionContext&, int, ConstBytes, MutableBytes,
-                           MutableBytes) override {
-        return absl::OkStatus();
-      }
-      absl::Status BackwardInput(const ExecutionContext&, int, ConstBytes, MutableBytes,
-                                 MutableBytes) override {
-        return absl::OkStatus();
-      }
-      absl::Status BackwardWeight(const ExecutionContext&, int, ConstBytes, ConstBytes, ConstBytes,
-                                  MutableBytes) override {
-        return absl::OkStatus();
-      }
-    };
-    return std::unique_ptr<Stage>(new Odd);
-  }
-};
 
 TEST(ReplayPlanTest, RefusesGradientsThatAreNotWholeElements) {
-  OddFactory factory;
+  // Gradients of 6 bytes: not a whole number of fp32 values.
+  testing::NoopStageFactory factory(StageSizes{4, 4, 0, 6});
   Model model;
   absl::StatusOr<Model> sized = ModelWithStageSizes(model, 2, factory);
   EXPECT_EQ(sized.status().code(), absl::StatusCode::kInvalidArgument);
