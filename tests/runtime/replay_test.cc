@@ -35,6 +35,7 @@
 #include "runtime/replay_plan.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
+#include "tests/testing/two_mlp_ranks.h"
 #include "tests/testing/wrapped_stage.h"
 
 namespace jitpipe::replay_test {
@@ -487,22 +488,7 @@ absl::Status RunMyRank(const ReplayPlan& plan, int world_rank, Transport& transp
 }
 
 TEST(RankRunnerTest, ReadmeExample) {
-  ASSERT_OK_AND_ASSIGN(Schedule generated, Generate({"interleaved-1f1b", 2, 4, 0}));
-  ASSERT_OK_AND_ASSIGN(Schedule lowered, LowerForReplay(generated));
-  MlpStageFactory factory(MlpOptions{MlpShape{8, 2, 1}, 3}, MlpLayout::Of(lowered, 1));
-  ASSERT_OK_AND_ASSIGN(Model model, ModelWithStageSizes(Model(), lowered.num_stages(), factory));
-  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, PlanReplay(lowered, model, MemoryPolicy::kJit));
-  std::unique_ptr<InProcessWorld> world = CreateInProcessWorld(2);
-  const std::string dir = MakeTempDir("readme_runner");
-  absl::Status status1;
-  std::thread rank1([&] { status1 = RunMyRank(plan, 1, world->transport(1), factory, 2, dir); });
-  EXPECT_OK(RunMyRank(plan, 0, world->transport(0), factory, 2, dir));
-  rank1.join();
-  EXPECT_OK(status1);
-  ASSERT_OK_AND_ASSIGN(MlpComparison c,
-                       CompareWithReference(RunMlpReference(factory.options(), factory.layout()),
-                                            0, factory, ReduceKind::kAllReduce));
-  EXPECT_LE(c.worst_grad_error, 1e-5) << c.ToString();
+  testing::ExpectTwoMlpRanksMatchTheReference(RunMyRank);
 }
 
 }  // namespace

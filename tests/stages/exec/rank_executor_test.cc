@@ -29,6 +29,7 @@
 #include "tests/testing/rank_executor_harness.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
+#include "tests/testing/two_mlp_ranks.h"
 
 namespace jitpipe::rank_executor_test {
 namespace {
@@ -488,22 +489,7 @@ absl::Status RunMyRank(const ReplayPlan& plan, int rank, Transport& transport,
 }
 
 TEST(RankExecutorTest, ADriverOfItsOwnRunsARankOverARecordedTransport) {
-  ASSERT_OK_AND_ASSIGN(Schedule generated, Generate({"interleaved-1f1b", 2, 4, 0}));
-  ASSERT_OK_AND_ASSIGN(Schedule lowered, LowerForReplay(generated));
-  MlpStageFactory factory(MlpOptions{MlpShape{8, 2, 1}, 3}, MlpLayout::Of(lowered, 1));
-  ASSERT_OK_AND_ASSIGN(Model model, ModelWithStageSizes(Model(), lowered.num_stages(), factory));
-  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, PlanReplay(lowered, model, MemoryPolicy::kJit));
-  std::unique_ptr<InProcessWorld> world = CreateInProcessWorld(2);
-  const std::string dir = ::jitpipe::testing::MakeTempDir("readme");
-  absl::Status status1;
-  std::thread rank1([&] { status1 = RunMyRank(plan, 1, world->transport(1), factory, 2, dir); });
-  EXPECT_OK(RunMyRank(plan, 0, world->transport(0), factory, 2, dir));
-  rank1.join();
-  EXPECT_OK(status1);
-  ASSERT_OK_AND_ASSIGN(MlpComparison c,
-                       CompareWithReference(RunMlpReference(factory.options(), factory.layout()),
-                                            0, factory, ReduceKind::kAllReduce));
-  EXPECT_LE(c.worst_grad_error, 1e-5) << c.ToString();
+  testing::ExpectTwoMlpRanksMatchTheReference(RunMyRank);
 }
 
 }  // namespace
