@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/byte_units.h"
 #include "base/status_macros.h"
 
 namespace jitpipe {
@@ -62,7 +63,139 @@ LayerCost ToLayer(const LayerFormula& f, LayerKind kind, std::string name,
 
 int64_t NormElements(const TransformerShape& x) { return (x.rmsnorm ? 1 : 2) * x.hidden; }
 
+// A term of a layer's activations, and whether it belongs to the attention
+// core (what selective recomputation drops, [K] §5).
+struct Term {
+  ActivationTerm term;
+  bool core = false;
+};
+
+void Add(std::vector<Term>& out, std::string name, std::string formula, std::string source,
+         double bytes, bool core = false) {
+  out.push_back({ActivationTerm{std::move(name), std::move(formula), std::move(source), bytes},
+                 core});
+}
+
+// A norm's stored tensors [P]: its input (e per element) and its per-token
+// fp32 statistics (LayerNorm: mean and 1/std; RMSNorm: 1/rms).
+void AddNorm(std::vector<Term>& out, const Sym& y, const TransformerShape& x,
+             const std::string& which) {
+  const bool sp = x.sequence_parallel;
+  Add(out, which + " input", sp ? "e·sbh/t" : "e·sbh", "[K] §4.1", y.e * y.s * y.b * y.h / y.r);
+  Add(out, which + (x.rmsnorm ? " 1/rms (fp32 per token)" : " mean, 1/std (fp32 per token)"),
+      absl::StrCat(x.rmsnorm ? "4" : "8", sp ? "·sb/t" : "·sb"), "[P]",
+      (x.rmsnorm ? 4 : 8) * y.s * y.b / y.r);
+}
+
+std::vector<Term> BodyTerms(const TransformerShape& x) {
+  const Sym y = Symbols(x);
+  const bool sp = x.sequence_parallel;
+  const std::string r = sp ? "/t" : "";
+  const double sbh = y.s * y.b * y.h;
+  std::vector<Term> out;
+  AddNorm(out, y, x, "attention norm:");
+  Add(out, "attention: QKV projection input (the norm's output)", "e·sbh" + r, "[K] §4.1",
+      y.e * sbh / y.r);
+  Add(out, "attention: Q, K, V (the core's inputs; K and V of g heads)", "e·sb(h + 2gd)/t",
+      "[K] §4.1, GQA", y.e * y.s * y.b * (y.h + 2 * y.g * y.d) / y.t);
+  if (x.attention == AttentionImpl::kFused) {
+    Add(out, "attention core: log-sum-exp (fp32 per head and query)", "4·asb/t", "[F] Alg. 2",
+        4 * y.a * y.s * y.b / y.t, /*core=*/true);
+  } else {
+    Add(out, "attention core: softmax output (s x s scores)", "e·as²b/t", "[K] §4.1",
+        y.e * y.a * y.s * y.s * y.b / y.t, /*core=*/true);
+    if (x.dropout) {
+      Add(out, "attention core: dropout mask", "as²b/t", "[K] §4.1",
+          y.a * y.s * y.s * y.b / y.t, /*core=*/true);
+      Add(out, "attention core: dropout output", "e·as²b/t", "[K] §4.1",
+          y.e * y.a * y.s * y.s * y.b / y.t, /*core=*/true);
+    }
+  }
+  Add(out, "attention: output projection input (the core's output O)", "e·sbh/t", "[K] §4.1, [F]",
+      y.e * sbh / y.t);
+  if (x.dropout) Add(out, "attention: residual dropout mask", "sbh" + r, "[K] §4.1", sbh / y.r);
+  AddNorm(out, y, x, "MLP norm:");
+  Add(out, "MLP: first projections' input (the norm's output)", "e·sbh" + r, "[K] §4.1",
+      y.e * sbh / y.r);
+  if (x.swiglu) {
+    Add(out, "MLP: gate projection (SwiGLU)", "e·sbf/t", "[S]", y.e * y.s * y.b * y.f / y.t);
+    Add(out, "MLP: up projection (SwiGLU)", "e·sbf/t", "[S]", y.e * y.s * y.b * y.f / y.t);
+    Add(out, "MLP: down projection input (silu(gate) · up)", "e·sbf/t", "[S]",
+        y.e * y.s * y.b * y.f / y.t);
+  } else {
+    Add(out, "MLP: GeLU input", "e·sbf/t", "[K] §4.1, [M]", y.e * y.s * y.b * y.f / y.t);
+    Add(out, "MLP: second projection input (GeLU output)", "e·sbf/t", "[K] §4.1, [M]",
+        y.e * y.s * y.b * y.f / y.t);
+  }
+  if (x.dropout) Add(out, "MLP: residual dropout mask", "sbh" + r, "[K] §4.1", sbh / y.r);
+  return out;
+}
+
+std::vector<ActivationTerm> Stored(const std::vector<Term>& terms, Recompute recompute,
+                                   const Sym& y, bool sp) {
+  std::vector<ActivationTerm> out;
+  if (recompute == Recompute::kFull) {
+    // Full recomputation keeps each layer's input: [K] §5's 2sbh.
+    out.push_back({"layer input (the rest recomputed)", sp ? "e·sbh/t" : "e·sbh", "[K] §5",
+                   y.e * y.s * y.b * y.h / y.r});
+    return out;
+  }
+  for (const Term& t : terms) {
+    if (t.core && recompute == Recompute::kSelective) continue;  // [K] §5
+    out.push_back(t.term);
+  }
+  return out;
+}
+
+double Sum(const std::vector<ActivationTerm>& terms) {
+  double bytes = 0;
+  for (const ActivationTerm& t : terms) bytes += t.bytes;
+  return bytes;
+}
+
 }  // namespace
+
+absl::string_view AttentionImplName(AttentionImpl impl) {
+  return impl == AttentionImpl::kFused ? "fused" : "eager";
+}
+
+absl::StatusOr<AttentionImpl> ParseAttentionImpl(absl::string_view name) {
+  if (name == "fused") return AttentionImpl::kFused;
+  if (name == "eager") return AttentionImpl::kEager;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown attention \"", name, "\"; expected fused or eager"));
+}
+
+std::vector<ActivationTerm> BodyLayerActivations(const TransformerShape& x) {
+  return Stored(BodyTerms(x), x.recompute, Symbols(x), x.sequence_parallel);
+}
+
+std::vector<ActivationTerm> EmbeddingActivations(const TransformerShape& x) {
+  const Sym y = Symbols(x);
+  std::vector<ActivationTerm> out;
+  // A lookup's backward needs only the token ids (the stage's input); with
+  // dropout, its mask ([K] §4.3).
+  if (x.dropout) {
+    out.push_back({"embedding dropout mask", x.sequence_parallel ? "sbh/t" : "sbh", "[K] §4.3",
+                   y.s * y.b * y.h / y.r});
+  }
+  return out;
+}
+
+std::vector<ActivationTerm> LossActivations(const TransformerShape& x) {
+  const Sym y = Symbols(x);
+  std::vector<Term> terms;
+  AddNorm(terms, y, x, "final norm:");
+  Add(terms, "output layer input (the norm's output)",
+      x.sequence_parallel ? "e·sbh/t" : "e·sbh", "[K] §4.3", y.e * y.s * y.b * y.h / y.r);
+  const int loss_bytes = DtypeBytes(x.loss_dtype);
+  Add(terms, absl::StrCat("cross entropy: log-softmax of the logits (", DtypeName(x.loss_dtype),
+                          ")"),
+      absl::StrCat(loss_bytes, "·sbV/t"), "[K] §4.3, [P]", loss_bytes * y.s * y.b * y.V / y.t);
+  std::vector<ActivationTerm> out;
+  for (const Term& t : terms) out.push_back(t.term);
+  return out;
+}
 
 absl::string_view RecomputeName(Recompute recompute) {
   switch (recompute) {
@@ -118,8 +251,9 @@ absl::Status ValidateTransformerShape(const TransformerShape& x) {
                                           LossFormula(x).stash_bytes);
   if (largest > static_cast<double>(kMaxModelBytes)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "seq x microbatch-size: one layer's activations per microbatch would be ", largest,
-        " bytes; at most ", kMaxModelBytes, " (1 TiB): lower them, or raise tp"));
+        "seq x microbatch-size: one layer's activations per microbatch would be ",
+        largest < 9e18 ? FormatBytes(static_cast<int64_t>(largest)) : absl::StrCat(largest, " B"),
+        "; at most 1.00 TiB: lower them, or raise tp"));
   }
   return absl::OkStatus();
 }
@@ -149,31 +283,13 @@ LayerFormula BodyLayerFormula(const TransformerShape& x) {
   // [K] §5: selective reruns the attention core only).
   if (x.recompute == Recompute::kFull) out.backward_input_flops += out.forward_flops;
   if (x.recompute == Recompute::kSelective) out.backward_input_flops += core;
-  // Activations ([K] §4.1, per microbatch, e = 2 bytes per element, 1 per
-  // dropout mask), in three groups:
-  //  - not split by tensor parallelism ([K] §4.2's 10sbh): the two norms'
-  //    inputs 2e, the QKV projection's input e, the MLP's first GEMM's input
-  //    e, two dropout masks 1 each = (4e + 2)sbh; split by t under sequence
-  //    parallelism ([K] §4.2.2);
-  //  - split by t ([K]'s 24sbh, [M]'s 8 + 4f/h): Q e·sbh, K and V e·sbgd each,
-  //    the output projection's input e·sbh, the activation's input and the
-  //    second GEMM's input e·sbf each;
-  //  - the attention core, split by t ([K]'s 5as²b): softmax output e,
-  //    its dropout mask 1, the dropout output e per a·s²b.
-  // At e = 2, g = a, f = 4h, t = 1: 34sbh + 5as²b ([K] eq. 1).
-  const double sbh = y.s * y.b * y.h;
-  const double replicated = (4 * y.e + 2) * sbh;
-  const double split = y.e * sbh + 2 * y.e * y.s * y.b * y.g * y.d + y.e * sbh +
-                       2 * y.e * y.s * y.b * y.f;
-  const double scores = (2 * y.e + 1) * y.a * y.s * y.s * y.b;
-  double stash = replicated / y.r + split / y.t;
-  if (x.recompute == Recompute::kNone) stash += scores / y.t;
-  // Full recomputation keeps each layer's input: [K] §5's 2sbh (e·sbh/r).
-  if (x.recompute == Recompute::kFull) stash = y.e * sbh / y.r;
-  out.stash_bytes = Whole(stash);
+  // Activations: the terms of BodyLayerActivations (each cited there). At
+  // e = 2, g = a, f = 4h, t = 1, eager attention with dropout and without
+  // the norms' statistics: 34sbh + 5as²b ([K] eq. 1).
+  out.stash_bytes = Whole(Sum(BodyLayerActivations(x)));
   // What the next layer (or stage) receives: the hidden states, split by t
   // under sequence parallelism.
-  out.output_bytes = Whole(y.e * sbh / y.r);
+  out.output_bytes = Whole(y.e * y.s * y.b * y.h / y.r);
   return out;
 }
 
@@ -182,10 +298,8 @@ LayerFormula EmbeddingFormula(const TransformerShape& x) {
   LayerFormula out;
   // Vh parameters, split over t (vocabulary-parallel) ([M]).
   out.param_elements = x.vocab * x.hidden / x.tp;
-  // A lookup: no GEMM FLOPs. Stores its dropout mask, sbh bytes per
-  // microbatch ([K] §4.3, sbhp/t for p microbatches under sequence
-  // parallelism).
-  out.stash_bytes = Whole(y.s * y.b * y.h / y.r);
+  // A lookup: no GEMM FLOPs; stores its dropout mask, if any.
+  out.stash_bytes = Whole(Sum(EmbeddingActivations(x)));
   out.output_bytes = Whole(y.e * y.s * y.b * y.h / y.r);
   return out;
 }
@@ -200,9 +314,10 @@ LayerFormula LossFormula(const TransformerShape& x) {
   out.forward_flops = logits;
   out.backward_input_flops = logits;
   out.backward_weight_flops = logits;
-  // [K] §4.3: the final norm's input 2sbh/t, the projection's input 2sbh/t,
-  // the fp32 logits for the cross entropy 4sbV/t: 4sbh/t (1 + V/h).
-  out.stash_bytes = Whole(2 * y.e * y.s * y.b * y.h / y.r + 4 * y.s * y.b * y.V / y.t);
+  // [K] §4.3: the final norm's input, the projection's input, the logits
+  // for the cross entropy (4sbh/t (1 + V/h) in [K]'s bf16/fp32); the norm's
+  // statistics [P].
+  out.stash_bytes = Whole(Sum(LossActivations(x)));
   out.output_bytes = 4;  // the loss, one fp32
   return out;
 }

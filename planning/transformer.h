@@ -23,6 +23,21 @@
 //       RMSNorm); embedding Vh, untied output layer Vh; 8sb bytes of token
 //       ids per microbatch; 18 bytes per parameter for bf16 training with
 //       Adam (6 + 12/dp with the distributed optimizer).
+//   [F] Dao, "FlashAttention-2: Faster Attention with Better Parallelism and
+//       Work Partitioning", ICLR 2024 (arXiv 2307.08691), Alg. 2: a fused
+//       attention kernel keeps for its backward the output O and the
+//       row-wise log-sum-exp L (one fp32 per head and query), never the
+//       s x s scores; dropout masks are regenerated from the RNG state.
+//   [S] Shazeer, "GLU Variants Improve Transformer" (arXiv 2002.05202): the
+//       SwiGLU MLP, down(silu(x W_gate) * x W_up); as Megatron-LM's fused
+//       bias_swiglu runs it, the backward keeps the gate and up projections
+//       (the activation recomputed from them) and the down projection's
+//       input, their product.
+//   [P] PyTorch's native_layer_norm and rms_norm: a LayerNorm keeps its
+//       input and, per token, the mean and the reciprocal standard deviation
+//       in fp32; an RMSNorm its input and the reciprocal RMS. A
+//       log_softmax (inside cross_entropy) keeps its output, in the dtype
+//       it ran in.
 //   [N] Narayanan et al., "Efficient Large-Scale Language Model Training on
 //       GPU Clusters Using Megatron-LM", SC 2021, §5.1: a layer's forward is
 //       24bsh² + 4bs²h FLOPs (GEMMs, 2 FLOPs per multiply-add, full attention
@@ -41,6 +56,8 @@
 #define JITPIPE_PLANNING_TRANSFORMER_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -48,6 +65,12 @@
 #include "scheduler/ir/layered_model.h"
 
 namespace jitpipe {
+
+// How the attention core runs: a fused (flash-style) kernel that keeps no
+// s x s scores [F], or eager softmax(QK^T)V that keeps them [K].
+enum class AttentionImpl : uint8_t { kFused, kEager };
+absl::string_view AttentionImplName(AttentionImpl impl);
+absl::StatusOr<AttentionImpl> ParseAttentionImpl(absl::string_view name);
 
 enum class Recompute : uint8_t {
   kNone,       // every activation stored
@@ -76,6 +99,14 @@ struct TransformerShape {
   Recompute recompute = Recompute::kNone;
   Dtype dtype = Dtype::kBf16;  // activations and parameters: fp32, bf16 or fp16
   double tflops = 0;           // achieved per-GPU throughput, 10^12 FLOP/s
+  AttentionImpl attention = AttentionImpl::kFused;
+  bool dropout = false;          // dropout layers present (their masks stored)
+  Dtype loss_dtype = Dtype::kFp32;  // the dtype the cross entropy runs in
+  // The output layer shares the embedding's matrix: the model has Vh fewer
+  // parameters, but a pipeline whose embedding and head are on different
+  // stages keeps a copy on each (as Megatron-LM and torchtitan do), so the
+  // per-layer costs are unchanged.
+  bool tied_embeddings = false;
 
   int64_t KvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t Ffn() const { return ffn > 0 ? ffn : 4 * hidden; }
@@ -98,6 +129,22 @@ struct LayerFormula {
   int64_t stash_bytes = 0;   // on one rank
   int64_t output_bytes = 0;  // on one rank
 };
+
+// One stored tensor of a layer's activations, per microbatch on one
+// tensor-parallel rank: what `jitpipe model --explain` prints and what a
+// real block's saved tensors are checked against.
+struct ActivationTerm {
+  std::string name;     // "attention: Q, K, V (the core's inputs)"
+  std::string formula;  // "e·sb(h + 2gd)/t"
+  std::string source;   // "[K] §4.1"
+  double bytes = 0;
+};
+
+// The terms whose sum is each layer's stash_bytes (before rounding to whole
+// bytes). REQUIRES: ValidateTransformerShape(shape) is ok.
+std::vector<ActivationTerm> BodyLayerActivations(const TransformerShape& shape);
+std::vector<ActivationTerm> EmbeddingActivations(const TransformerShape& shape);
+std::vector<ActivationTerm> LossActivations(const TransformerShape& shape);
 
 // The formulas, for tests against hand computations. REQUIRES:
 // ValidateTransformerShape(shape) is ok.

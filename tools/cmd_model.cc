@@ -34,6 +34,17 @@ ABSL_FLAG(double, tflops, 0, "achieved throughput per GPU, in 10^12 FLOP/s");
 ABSL_FLAG(bool, sequence_parallel, false, "split the norms' and dropouts' activations over tp");
 ABSL_FLAG(bool, swiglu, false, "gated MLP with three matrices (Llama)");
 ABSL_FLAG(bool, rmsnorm, false, "RMSNorm (one vector per norm) instead of LayerNorm");
+ABSL_FLAG(std::string, attention, "fused",
+          "attention core: fused (flash-style: no s x s scores kept) or eager (softmax output "
+          "kept, s x s per head)");
+ABSL_FLAG(bool, dropout, false, "the model has dropout layers (their masks are kept)");
+ABSL_FLAG(std::string, loss_dtype, "fp32", "the dtype the cross entropy runs in: fp32 or bf16");
+ABSL_FLAG(bool, tied_embeddings, false,
+          "the output layer shares the embedding's matrix (counted once in the parameter "
+          "total; each pipeline stage that holds one keeps its copy)");
+ABSL_FLAG(bool, explain, false,
+          "print what one decoder layer, the embedding and the loss head keep for their "
+          "backward, term by term, with the formula and its source");
 ABSL_FLAG(std::string, recompute, "none",
           "activation recomputation: none, selective (the attention core) or full (whole layers)");
 ABSL_FLAG(std::string, grad_dtype, "fp32", "gradient dtype");
@@ -75,6 +86,19 @@ absl::StatusOr<TransformerShape> ShapeFromFlags() {
     return absl::InvalidArgumentError(absl::StrCat("--recompute: ", recompute.status().message()));
   }
   x.recompute = *recompute;
+  absl::StatusOr<AttentionImpl> attention = ParseAttentionImpl(absl::GetFlag(FLAGS_attention));
+  if (!attention.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--attention: ", attention.status().message()));
+  }
+  x.attention = *attention;
+  x.dropout = absl::GetFlag(FLAGS_dropout);
+  x.tied_embeddings = absl::GetFlag(FLAGS_tied_embeddings);
+  absl::StatusOr<Dtype> loss_dtype = ParseDtype(absl::GetFlag(FLAGS_loss_dtype));
+  if (!loss_dtype.ok() || (*loss_dtype != Dtype::kFp32 && *loss_dtype != Dtype::kBf16)) {
+    return absl::InvalidArgumentError(absl::StrCat("--loss-dtype must be fp32 or bf16, not \"",
+                                                   absl::GetFlag(FLAGS_loss_dtype), "\""));
+  }
+  x.loss_dtype = *loss_dtype;
   if (x.kv_heads < 0 || x.ffn < 0) {
     return absl::InvalidArgumentError("--kv-heads and --ffn must be >= 0 (0: the default)");
   }
@@ -152,12 +176,47 @@ std::string LayerLine(const LayerCost& layer) {
                       FormatBytes(layer.param_bytes));
 }
 
+// The model's parameters, the output layer counted once when tied.
+int64_t ParamElementsOnce(const TransformerShape& x, const LayeredModel& m) {
+  return m.ParamElements() - (x.tied_embeddings ? EmbeddingFormula(x).param_elements : 0);
+}
+
+void PrintTerms(const char* title, const std::vector<ActivationTerm>& terms, int64_t stash) {
+  std::printf("%s: %s per microbatch\n", title, FormatBytes(stash).c_str());
+  if (terms.empty()) std::printf("  (nothing: its backward needs only its input)\n");
+  for (const ActivationTerm& t : terms) {
+    std::printf("  %-62s %-16s %12s  %s\n", t.name.c_str(), t.formula.c_str(),
+                FormatBytes(static_cast<int64_t>(std::llround(t.bytes))).c_str(),
+                t.source.c_str());
+  }
+}
+
+// --explain: what each kind of layer keeps for its backward.
+void PrintExplanation(const TransformerShape& x) {
+  std::printf("what is kept for the backward, per microbatch on one tensor-parallel rank "
+              "(s %lld, b %lld, h %lld, a %d, g %lld, f %lld, V %lld, t %d, e %d bytes; "
+              "attention %s, dropout %s, recompute %s):\n",
+              static_cast<long long>(x.seq), static_cast<long long>(x.microbatch_size),
+              static_cast<long long>(x.hidden), x.heads, static_cast<long long>(x.KvHeads()),
+              static_cast<long long>(x.Ffn()), static_cast<long long>(x.vocab), x.tp,
+              DtypeBytes(x.dtype), std::string(AttentionImplName(x.attention)).c_str(),
+              x.dropout ? "yes" : "no", std::string(RecomputeName(x.recompute)).c_str());
+  PrintTerms("decoder layer", BodyLayerActivations(x), BodyLayerFormula(x).stash_bytes);
+  PrintTerms("embedding", EmbeddingActivations(x), EmbeddingFormula(x).stash_bytes);
+  PrintTerms("loss head", LossActivations(x), LossFormula(x).stash_bytes);
+  std::printf("sources: [K] Korthikanti et al. 2023, [F] Dao 2024 (FlashAttention-2), [S] "
+              "Shazeer 2020 (SwiGLU), [M] Megatron-LM's memory estimate, [P] PyTorch's "
+              "norm and log-softmax kernels; planning/transformer.h cites each\n");
+}
+
 void PrintSummary(const std::string& path, const TransformerShape& x, const LayeredModel& m) {
-  const int64_t params = m.ParamElements();
+  const int64_t params = ParamElementsOnce(x, m);
   std::printf("wrote %s: embedding + %d decoder layers + loss, %.4g billion parameters per tp "
-              "rank (tp %d, %s, recompute %s%s)\n",
+              "rank (tp %d, %s, recompute %s, attention %s%s%s%s)\n",
               path.c_str(), x.layers, params / 1e9, x.tp, std::string(DtypeName(x.dtype)).c_str(),
               std::string(RecomputeName(x.recompute)).c_str(),
+              std::string(AttentionImplName(x.attention)).c_str(), x.dropout ? ", dropout" : "",
+              x.tied_embeddings ? ", tied embeddings" : "",
               x.sequence_parallel ? ", sequence parallel" : "");
   std::printf("per microbatch of %lld x %lld tokens at %.4g TFLOP/s per GPU:\n",
               static_cast<long long>(x.microbatch_size), static_cast<long long>(x.seq), x.tflops);
@@ -191,6 +250,10 @@ int RunModel(const Command& command, const Invocation& invocation) {
   if (absl::Status s = SetupFromFlags(*model); !s.ok()) return UsageError(command, s.message());
   const std::string text = LayeredModelToJson(*model);
   const std::string out = absl::GetFlag(FLAGS_output);
+  if (absl::GetFlag(FLAGS_explain)) {
+    PrintExplanation(*shape);
+    if (out.empty()) return kExitOk;  // the breakdown alone
+  }
   if (out.empty()) {
     std::fputs(text.c_str(), stdout);
     return kExitOk;
@@ -207,17 +270,23 @@ Command ModelCommand() {
       .name = "model",
       .synopsis = "model --layers L --hidden H --heads A --vocab V --seq S --tflops T "
                   "[--kv-heads G] [--ffn F] [--microbatch-size B] [--tp T] [--dtype D] "
-                  "[--recompute none|selective|full] [--device-memory BYTES] [-o FILE]",
+                  "[--recompute none|selective|full] [--attention fused|eager] [--dropout] "
+                  "[--device-memory BYTES] [--explain] [-o FILE]",
       .summary =
           "Write a version 2 model file (layers, embedding and loss heads, device memory, "
           "optimizer, dp and p2p) for a decoder-only transformer. Times come from FLOP counts "
-          "(Narayanan et al. 2021) at --tflops per GPU, activation memory per layer and "
-          "microbatch from Korthikanti et al. 2022 (with and without recomputation), parameters "
-          "and optimizer bytes as Megatron-LM's theoretical memory estimate counts them; "
+          "(Narayanan et al. 2021) at --tflops per GPU; activation memory per layer and "
+          "microbatch is what each tensor the block keeps for its backward costs: Korthikanti "
+          "et al. 2022's terms for the classic block (with and without recomputation), a fused "
+          "attention kernel's log-sum-exp instead of the s x s scores (the default), SwiGLU's "
+          "gate, up and product, K and V of the key/value heads, the norms' statistics, the "
+          "loss head's logits in the loss dtype (--explain prints them); parameters and "
+          "optimizer bytes as Megatron-LM's theoretical memory estimate counts them; "
           "planning/transformer.h cites each formula. Without -o the file goes to stdout.",
       .flags = {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq",
                 "microbatch_size", "tp", "dtype", "tflops", "sequence_parallel", "swiglu",
-                "rmsnorm", "recompute", "grad_dtype", "optimizer", "distributed_optimizer",
+                "rmsnorm", "recompute", "attention", "dropout", "loss_dtype", "tied_embeddings",
+                "explain", "grad_dtype", "optimizer", "distributed_optimizer",
                 "device_memory", "dp", "buckets", "reduce", "dp_gb_per_s", "dp_latency_us",
                 "p2p_gb_per_s", "p2p_latency_us", "output"},
       .min_positional = 0,

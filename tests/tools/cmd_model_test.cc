@@ -33,7 +33,7 @@ TEST(CmdModelTest, WritesTheLayeredModelOfTheLibrary) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, StartsWith("wrote " + path + ": embedding + 80 decoder layers + loss, "
                                 "8.82 billion parameters per tp rank (tp 8, bf16, recompute "
-                                "selective, sequence parallel)\n"));
+                                "selective, attention fused, sequence parallel)\n"));
   EXPECT_THAT(r.out, HasSubstr("per parameter: 2 B bf16 + 4 B fp32 gradient + 3 B adam state "
                                "(sharded over dp 4)\n"));
   EXPECT_THAT(r.out, HasSubstr("device memory: 80.00 GiB per GPU\n"));
@@ -65,6 +65,37 @@ TEST(CmdModelTest, WithoutOutputPrintsTheFile) {
   ASSERT_OK_AND_ASSIGN(ModelFile file, ParseModelFileJson(r.out));
   EXPECT_EQ(file.layers.NumBodyLayers(), 2);
   EXPECT_EQ(file.layers.device.memory_bytes, 0);  // no limit given
+}
+
+// --explain prints each kind of layer's kept tensors, term by term, summing
+// to the stash the file carries; the attention implementation and dropout
+// change which terms there are.
+TEST(CmdModelTest, ExplainPrintsTheTermsOfEveryLayerKind) {
+  const std::vector<std::string> small = {"model", "--layers", "2", "--hidden", "8", "--heads",
+                                          "4", "--kv-heads", "2", "--ffn", "12", "--vocab", "16",
+                                          "--seq", "4", "--tflops", "1", "--swiglu", "--rmsnorm",
+                                          "--explain"};
+  CliResult fused = RunCli(small);
+  ASSERT_EQ(fused.exit_code, 0) << fused.err;
+  EXPECT_THAT(fused.out, HasSubstr("decoder layer: 832 B per microbatch\n"));
+  EXPECT_THAT(fused.out, HasSubstr("log-sum-exp"));
+  EXPECT_THAT(fused.out, HasSubstr("MLP: up projection (SwiGLU)"));
+  EXPECT_THAT(fused.out, HasSubstr("embedding: 0 B per microbatch\n"));
+  EXPECT_THAT(fused.out, HasSubstr("loss head: 400 B per microbatch\n"));
+  EXPECT_THAT(fused.out, ::testing::Not(HasSubstr("softmax output")));
+  EXPECT_THAT(fused.out, ::testing::Not(HasSubstr("\"format\"")));  // no file without -o
+  std::vector<std::string> eager = small;
+  eager.insert(eager.end(), {"--attention", "eager", "--dropout"});
+  CliResult e = RunCli(eager);
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_THAT(e.out, HasSubstr("attention core: softmax output (s x s scores)"));
+  EXPECT_THAT(e.out, HasSubstr("attention core: dropout mask"));
+  EXPECT_THAT(e.out, HasSubstr("decoder layer: 1.12 KiB per microbatch\n"));  // 1152 B
+  std::vector<std::string> bad = small;
+  bad.insert(bad.end(), {"--attention", "flash3"});
+  CliResult b = RunCli(bad);
+  EXPECT_EQ(b.exit_code, 2);
+  EXPECT_THAT(b.err, HasSubstr("--attention: unknown attention \"flash3\"; expected fused or eager"));
 }
 
 TEST(CmdModelTest, UsageErrors) {
