@@ -424,6 +424,7 @@ absl::StatusOr<AutoScheduleResult> AutoSchedule(const ModelFile& model,
     }
     training.device = DeviceSpec{.memory_bytes = *options.memory_limit};
   }
+  training.device.reserve = options.reserve;
   bool limited = false;
   for (int r = 0; r < options.pp; ++r) limited = limited || training.device.LimitFor(r) > 0;
   if (!limited) {

@@ -48,6 +48,7 @@ struct AutoScheduleOptions {
   int pp = 0;
   int microbatches = 0;
   std::optional<int64_t> memory_limit = {};  // every rank; unset: the model's device limits
+  MemoryReserve reserve = {};  // kept back from every limit (layered_model.h)
   std::vector<int> stages_per_rank = {1, 2};  // a version 1 model: 1 only
   absl::Duration time_budget = absl::Seconds(10);
 };

@@ -67,9 +67,9 @@ std::string AutoScheduleResult::Explain() const {
                             : std::string("one microbatch's critical path"),
       Percent(t, lower_bound_us), best_lower_bound_us, Percent(t, best_lower_bound_us));
   const RankMemory& tight = evaluation.memory.Tightest();
-  const std::string memory = absl::StrCat("rank ", tight.rank, " holds ",
-                                          FormatBytes(tight.total()), " of ",
-                                          FormatBytes(tight.limit));
+  const std::string memory = absl::StrCat(
+      "rank ", tight.rank, " holds ", FormatBytes(tight.total()), " of ", FormatBytes(tight.limit),
+      tight.reserve > 0 ? absl::StrCat(" less a ", FormatBytes(tight.reserve), " reserve") : "");
   if (unconstrained_us < t * (1 - 1e-3)) {
     absl::StrAppendFormat(&out,
                           "binding constraint: memory (%s); without the limit the search "

@@ -48,6 +48,7 @@ MemoryReport StaticParts(const Schedule& lowered, const Model& model,
     m.rank = r;
     m.optimizer = training.optimizer.StateBytes(elements[r], model.dp.param_dtype, model.dp.size);
     m.limit = training.device.LimitFor(r);
+    m.reserve = training.device.ReserveFor(r);
   }
   return out;
 }

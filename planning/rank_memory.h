@@ -11,7 +11,9 @@
 //                other buffer: received inputs, stashes, outputs until sent,
 //                output and input gradients, reduction buffers; at the
 //                program index where they peak
-//   total        the sum; the limit is the device's for that rank
+//   total        the sum; it fits when within the device's limit for that
+//                rank less the reserve (layered_model.h, MemoryReserve: the
+//                CUDA context, NCCL, fragmentation)
 //
 // The heaviest rank is reported, never an average: with uneven stages
 // (embedding and loss heads, V placements, DualPipe's two copies) averaging
@@ -52,12 +54,15 @@ struct RankMemory {
   int64_t activations = 0;
   int activations_peak_index = -1;  // -1 when no activation buffer holds bytes
   int64_t limit = 0;                // 0: none
+  int64_t reserve = 0;              // of the limit, for what the step does not plan
 
   int64_t total() const { return parameters + gradients + optimizer + activations; }
   bool has_limit() const { return limit > 0; }
-  bool fits() const { return !has_limit() || total() <= limit; }
-  // limit - total: how much is left (> 0) or missing (< 0). REQUIRES: has_limit().
-  int64_t margin() const { return limit - total(); }
+  // What the step's own buffers may use: the limit less the reserve.
+  int64_t usable() const { return limit - reserve; }
+  bool fits() const { return !has_limit() || total() <= usable(); }
+  // usable - total: how much is left (> 0) or missing (< 0). REQUIRES: has_limit().
+  int64_t margin() const { return usable() - total(); }
 };
 
 struct MemoryReport {

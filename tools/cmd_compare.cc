@@ -160,16 +160,21 @@ int RunCompare(const Command& command, const Invocation& invocation) {
   absl::StatusOr<ModelFile> file = LoadModelFile(model_path, MaxInputBytes());
   if (!file.ok()) return Fail(command, file.status());
   if (file->layered()) {
+    if (absl::Status device = ApplyDeviceFlags(file->layers.device); !device.ok()) {
+      return UsageError(command, device.message());
+    }
     CompareOptions options{.pp = pp, .microbatches = mbs, .partition = *partition,
                            .overlap = absl::GetFlag(FLAGS_overlap)};
     if (v > 0) options.stages_per_rank = {v};
     return RunLayeredCompare(command, model_path, file->layers, options);
   }
   if (!partition->layout.empty() || partition->method != PartitionMethod::kEven ||
-      !absl::GetFlag(FLAGS_svg).empty()) {
+      !absl::GetFlag(FLAGS_svg).empty() || invocation.IsSet("memory_limit") ||
+      invocation.IsSet("reserve")) {
     return Fail(command, absl::InvalidArgumentError(absl::StrCat(
-                             model_path, ": --layout, --partition balanced and --svg need a "
-                             "version 2 model (layers); this one gives per-stage costs")));
+                             model_path, ": --layout, --partition balanced, --svg, "
+                             "--memory-limit and --reserve need a version 2 model (layers); "
+                             "this one gives per-stage costs")));
   }
   const bool overlap = absl::GetFlag(FLAGS_overlap);
   absl::StatusOr<PerStageComparison> compared =
@@ -213,7 +218,7 @@ Command CompareCommand() {
           "of it: parameters, gradients, optimizer, activations) and whether every rank fits "
           "the device, by how much; sorted by makespan among those that fit; --svg draws the "
           "winner.",
-      .flags = {"pp", "microbatches", "stages_per_rank", "model", "layout", "partition", "time_budget",
+      .flags = {"pp", "microbatches", "stages_per_rank", "model", "layout", "partition", "time_budget", "memory_limit", "reserve",
                 "overlap", "json", "svg"},
       .min_positional = 0,
       .max_positional = 0,

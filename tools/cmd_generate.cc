@@ -22,8 +22,6 @@
 #include "tools/commands.h"
 #include "tools/common_flags.h"
 
-ABSL_FLAG(std::string, memory_limit, "",
-          "--schedule auto: each rank's memory, e.g. 80GiB (default: the model's device memory)");
 
 namespace jitpipe::cli {
 namespace {
@@ -35,15 +33,8 @@ absl::StatusOr<AutoScheduleOptions> AutoOptionsFromFlags() {
   if (options.pp < 1 || options.microbatches < 1) {
     return absl::InvalidArgumentError("--pp and --microbatches must be >= 1");
   }
-  if (const std::string limit = absl::GetFlag(FLAGS_memory_limit); !limit.empty()) {
-    absl::StatusOr<int64_t> bytes = ParseByteSize(limit);
-    if (!bytes.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--memory-limit: ", bytes.status().message()));
-    }
-    if (*bytes <= 0) return absl::InvalidArgumentError("--memory-limit must be > 0 bytes");
-    options.memory_limit = *bytes;
-  }
+  ASSIGN_OR_RETURN(options.memory_limit, MemoryLimitFromFlags());
+  ASSIGN_OR_RETURN(options.reserve, ReserveFromFlags());
   ASSIGN_OR_RETURN(options.time_budget, TimeBudgetFromFlags());
   if (const int v = absl::GetFlag(FLAGS_stages_per_rank); v != 0) {
     if (v != 1 && v != 2) {
@@ -98,6 +89,7 @@ int RunGenerate(const Command& command, const Invocation& invocation) {
   }
   for (const auto& [flag, spelled] : {std::pair{"model", "--model"},
                                        std::pair{"memory_limit", "--memory-limit"},
+                                       std::pair{"reserve", "--reserve"},
                                        std::pair{"time_budget", "--time-budget"}}) {
     if (invocation.IsSet(flag)) {
       return UsageError(command, absl::StrCat(spelled, " applies to --schedule auto only"));
@@ -164,7 +156,7 @@ Command GenerateCommand() {
                   "[-o FILE]",
       .summary = Summary(),
       .flags = {"schedule", "pp", "microbatches", "stages_per_rank", "output", "model",
-                "memory_limit", "time_budget"},
+                "memory_limit", "reserve", "time_budget"},
       .min_positional = 0,
       .max_positional = 0,
       .run = RunGenerate,

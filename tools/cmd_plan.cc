@@ -225,6 +225,9 @@ int RunPlan(const Command& command, const Invocation& invocation) {
   }
   absl::StatusOr<StagedModel> staged = LoadModelForSchedule(model_path, *schedule, *partition);
   if (!staged.ok()) return Fail(command, staged.status());
+  if (absl::Status device = ApplyDeviceFlags(staged->training.device); !device.ok()) {
+    return UsageError(command, device.message());
+  }
   const Model* model = &staged->model;
   const int map_rank = absl::GetFlag(FLAGS_map);
   if (map_rank >= schedule->pp) {
@@ -343,7 +346,8 @@ Command PlanCommand() {
                  "planner's peak), the total against the device limit, and the heaviest rank "
                  "with how much it fits or misses by.",
       .flags = {"model", "layout", "partition", "time_budget", "policy", "prefetch", "arena_slack",
-                "send_budget", "json", "trace", "map", "legacy_names"},
+                "send_budget", "memory_limit", "reserve", "json", "trace", "map",
+                "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,
       .run = RunPlan,

@@ -3,7 +3,9 @@
 #include <cstdio>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "base/atomic_file.h"
 #include "base/byte_units.h"
 #include "scheduler/ir/schedule_io.h"
@@ -51,11 +53,62 @@ ABSL_FLAG(int, send_budget, 0,
 ABSL_FLAG(double, time_budget, 10,
           "seconds a search may take: generate --schedule auto, and --partition balanced "
           "(the best found when it ends)");
+ABSL_FLAG(std::string, memory_limit, "",
+          "each GPU's memory, e.g. 80GiB: replaces the model's device memory when judging what "
+          "fits");
+ABSL_FLAG(std::string, reserve, "standard",
+          "memory kept back from each GPU's limit for the CUDA context, NCCL's buffers and the "
+          "allocator's fragmentation, so that 'fits' means within the limit less this: a byte "
+          "size (2GiB), a percentage (8%), or standard (5% plus min(1 GiB, 5%): 5 GiB of 80)");
 ABSL_FLAG(bool, overlap, false,
           "run the overlap pass: reorder Ws so gradient reductions hide under compute "
           "(needs REDUCE_GRAD)");
 
 namespace jitpipe::cli {
+
+absl::StatusOr<std::optional<int64_t>> MemoryLimitFromFlags() {
+  const std::string limit = absl::GetFlag(FLAGS_memory_limit);
+  if (limit.empty()) return std::optional<int64_t>();
+  absl::StatusOr<int64_t> bytes = ParseByteSize(limit);
+  if (!bytes.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--memory-limit: ", bytes.status().message()));
+  }
+  if (*bytes <= 0 || *bytes > kMaxDeviceBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--memory-limit must be from 1 byte to ", FormatBytes(kMaxDeviceBytes)));
+  }
+  return std::optional<int64_t>(*bytes);
+}
+
+absl::StatusOr<MemoryReserve> ReserveFromFlags() {
+  const std::string text = absl::GetFlag(FLAGS_reserve);
+  if (text == "standard") return StandardReserve();
+  if (!text.empty() && text.back() == '%') {
+    double percent = 0;
+    if (!absl::SimpleAtod(text.substr(0, text.size() - 1), &percent) ||
+        !(percent >= 0 && percent < 100)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--reserve \"", text, "\": a percentage must be from 0% to below 100%"));
+    }
+    return MemoryReserve{.fraction = percent / 100};
+  }
+  absl::StatusOr<int64_t> bytes = ParseByteSize(text);
+  if (!bytes.ok() || *bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--reserve \"", text, "\" is neither standard, a percentage (8%) nor a byte size (2GiB)"));
+  }
+  return MemoryReserve{.bytes = *bytes};
+}
+
+absl::Status ApplyDeviceFlags(DeviceSpec& device) {
+  ASSIGN_OR_RETURN(std::optional<int64_t> limit, MemoryLimitFromFlags());
+  if (limit.has_value()) {
+    device.memory_bytes = *limit;
+    device.rank_memory_bytes.clear();
+  }
+  ASSIGN_OR_RETURN(device.reserve, ReserveFromFlags());
+  return absl::OkStatus();
+}
 
 absl::StatusOr<absl::Duration> TimeBudgetFromFlags() {
   const double budget = absl::GetFlag(FLAGS_time_budget);

@@ -3,6 +3,7 @@
 #define JITPIPE_TOOLS_COMMON_FLAGS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/flags/declare.h"
@@ -10,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "scheduler/generators/generate.h"
+#include "scheduler/ir/layered_model.h"
 #include "scheduler/ir/schedule.h"
 
 namespace jitpipe::cli {
@@ -32,6 +34,9 @@ ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(std::string, trace);
 ABSL_DECLARE_FLAG(bool, overlap);
 ABSL_DECLARE_FLAG(double, time_budget);
+// plan, compare, generate --schedule auto: the device limit and its reserve.
+ABSL_DECLARE_FLAG(std::string, memory_limit);
+ABSL_DECLARE_FLAG(std::string, reserve);
 // lower (0: none) and plan's PyTorch report (>= 1, default 1).
 ABSL_DECLARE_FLAG(int, send_budget);
 // A built-in schedule: generate, lower --schedule, compare.
@@ -44,6 +49,13 @@ namespace jitpipe::cli {
 
 // --time-budget, checked: (0, 86400] seconds. Errors: InvalidArgument.
 absl::StatusOr<absl::Duration> TimeBudgetFromFlags();
+
+// --memory-limit (unset: none given) and --reserve, checked. Errors:
+// InvalidArgument naming the flag.
+absl::StatusOr<std::optional<int64_t>> MemoryLimitFromFlags();
+absl::StatusOr<MemoryReserve> ReserveFromFlags();
+// Both applied to a model's device: a --memory-limit replaces its limits.
+absl::Status ApplyDeviceFlags(DeviceSpec& device);
 
 // --max-input-bytes.
 std::uint64_t MaxInputBytes();

@@ -29,10 +29,18 @@ std::string Cut(const CompareOptions& o) {
                                                           : "cut evenly";
 }
 
+// What "fits" was judged against: the limit less its reserve (the jit
+// peak of the activations, with parameters, gradients and optimizer).
 std::string Device(const LayeredModel& m) {
-  if (!m.device.rank_memory_bytes.empty()) return "the device (per-rank limits)";
+  const int64_t reserve = m.device.ReserveFor(0);
+  const std::string less =
+      reserve > 0 ? absl::StrCat(" less a ", FormatBytes(reserve), " reserve") : "";
+  if (!m.device.rank_memory_bytes.empty()) {
+    return absl::StrCat("the device (per-rank limits", reserve > 0 ? ", less their reserve" : "",
+                        ")");
+  }
   if (m.device.memory_bytes > 0) {
-    return absl::StrCat("the device (", FormatBytes(m.device.memory_bytes), ")");
+    return absl::StrCat("the device (", FormatBytes(m.device.memory_bytes), less, ")");
   }
   return "the device (no limit in the model)";
 }

@@ -24,16 +24,19 @@ std::string TrainingSummary(const Model& model, const TrainingMemory& training) 
 }
 
 std::string MemoryTable(const MemoryReport& report) {
-  std::string out = absl::StrFormat("%4s %12s %12s %12s %12s %12s %12s %12s\n", "rank",
+  std::string out = absl::StrFormat("%4s %12s %12s %12s %12s %12s %12s %12s %12s\n", "rank",
                                     "parameters", "gradients", "optimizer", "activations",
-                                    "total", "limit", "margin");
+                                    "total", "limit", "reserve", "margin");
   for (const RankMemory& r : report.ranks) {
-    absl::StrAppendFormat(&out, "%4d %12s %12s %12s %12s %12s %12s %12s\n", r.rank,
+    absl::StrAppendFormat(&out, "%4d %12s %12s %12s %12s %12s %12s %12s %12s\n", r.rank,
                           FormatBytes(r.parameters), FormatBytes(r.gradients),
                           FormatBytes(r.optimizer), FormatBytes(r.activations),
                           FormatBytes(r.total()), r.has_limit() ? FormatBytes(r.limit) : "-",
+                          r.has_limit() ? FormatBytes(r.reserve) : "-",
                           r.has_limit() ? FormatSignedBytes(r.margin()) : "-");
   }
+  absl::StrAppend(&out, "activations: the jit plan's peak of every buffer but the parameter "
+                        "gradients (counted as gradients); margin: limit - reserve - total\n");
   return out;
 }
 
@@ -50,7 +53,10 @@ std::string Verdict(const RankMemory& r) {
 std::string HeaviestLine(const MemoryReport& report) {
   const RankMemory& h = report.Heaviest();
   std::string out = absl::StrCat("heaviest rank: ", h.rank, ", ", FormatBytes(h.total()));
-  if (h.has_limit()) absl::StrAppend(&out, " of ", FormatBytes(h.limit));
+  if (h.has_limit()) {
+    absl::StrAppend(&out, " of ", FormatBytes(h.limit));
+    if (h.reserve > 0) absl::StrAppend(&out, " less a ", FormatBytes(h.reserve), " reserve");
+  }
   absl::StrAppend(&out, ": ", Verdict(h));
   const RankMemory& t = report.Tightest();
   if (t.rank != h.rank) {
@@ -77,6 +83,7 @@ nlohmann::ordered_json MemoryJson(const MemoryReport& report) {
                      {"activations_bytes", r.activations},
                      {"total_bytes", r.total()},
                      {"limit_bytes", r.has_limit() ? Json(r.limit) : Json(nullptr)},
+                     {"reserve_bytes", r.has_limit() ? Json(r.reserve) : Json(nullptr)},
                      {"margin_bytes", r.has_limit() ? Json(r.margin()) : Json(nullptr)},
                      {"fits", r.fits()}});
   }

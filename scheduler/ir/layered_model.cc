@@ -1,5 +1,6 @@
 #include "scheduler/ir/layered_model.h"
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -309,6 +310,17 @@ int64_t OptimizerSpec::StateBytes(int64_t elements, Dtype param_dtype, int dp_si
   const int64_t total = elements * per_element;
   if (!shard_over_dp || dp_size <= 1) return total;
   return (total + dp_size - 1) / dp_size;
+}
+
+int64_t DeviceSpec::ReserveFor(int rank) const {
+  const int64_t limit = LimitFor(rank);
+  if (limit <= 0) return 0;
+  const double share = kStandardReserveFraction * static_cast<double>(limit);
+  const double reserved =
+      reserve.standard
+          ? share + std::min(static_cast<double>(kStandardReserveContextBytes), share)
+          : static_cast<double>(reserve.bytes) + reserve.fraction * static_cast<double>(limit);
+  return std::min(limit, static_cast<int64_t>(reserved));
 }
 
 int64_t DeviceSpec::LimitFor(int rank) const {

@@ -96,12 +96,31 @@ struct OptimizerSpec {
   int64_t StateBytes(int64_t elements, Dtype param_dtype, int dp_size) const;
 };
 
+// What a device's memory loses before the training step's own buffers: the
+// CUDA context, NCCL's buffers, the caching allocator's fragmentation. A
+// model, not a measurement. `bytes` plus `fraction` of the limit; the
+// standard reserve (what the CLI assumes unless told: StandardReserve()) is
+// 5% of the limit for fragmentation plus min(1 GiB, 5%) for the context and
+// NCCL: 5 GiB of 80 GiB, 3 GiB of 40, 8.05 GiB of 141, 10% of a small
+// device. The library's default reserves nothing.
+struct MemoryReserve {
+  int64_t bytes = 0;
+  double fraction = 0;    // of the limit
+  bool standard = false;  // the standard reserve instead of bytes + fraction
+};
+inline constexpr int64_t kStandardReserveContextBytes = int64_t{1} << 30;
+inline constexpr double kStandardReserveFraction = 0.05;
+inline MemoryReserve StandardReserve() { return MemoryReserve{.standard = true}; }
+
 struct DeviceSpec {
   int64_t memory_bytes = 0;                // 0: no limit
   std::vector<int64_t> rank_memory_bytes = {};  // per pipeline rank; replaces memory_bytes
+  MemoryReserve reserve = {};
 
   // The limit of pipeline rank `rank` (0: none). REQUIRES: rank >= 0.
   int64_t LimitFor(int rank) const;
+  // What the reserve takes of that limit (0 without a limit).
+  int64_t ReserveFor(int rank) const;
 };
 
 // At most this many layers after repeats are expanded.

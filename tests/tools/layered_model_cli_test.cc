@@ -95,7 +95,8 @@ TEST_F(LayeredModelCliTest, PlanReportsTheHeaviestRankAgainstTheDevice) {
   EXPECT_THAT(r.out, HasSubstr("memory per rank, all of it (jit activations, even cut; fp32 "
                                "parameters, fp32 gradients, optimizer adam (2 fp32 states))"));
   EXPECT_THAT(r.out, HasSubstr("heaviest rank: 0, "));
-  EXPECT_THAT(r.out, HasSubstr(" of 8.00 MiB: misses by "));
+  // The standard reserve: 5% + min(1 GiB, 5%) of 8 MiB = 838860 B.
+  EXPECT_THAT(r.out, HasSubstr(" of 8.00 MiB less a 819.20 KiB reserve: misses by "));
   EXPECT_THAT(r.out, HasSubstr("(out of memory)\n"));
   CliResult j = RunCli({"plan", s, "--model", small, "--json"});
   ASSERT_EQ(j.exit_code, 0) << j.err;
@@ -107,7 +108,26 @@ TEST_F(LayeredModelCliTest, PlanReportsTheHeaviestRankAgainstTheDevice) {
   EXPECT_EQ(r0["gradients_bytes"], 3 * 4096);
   EXPECT_EQ(r0["optimizer_bytes"], 2 * 3 * 4096);  // Adam, fp32: two states, no master copy
   EXPECT_GE(r0["activations_bytes"].get<int64_t>(), 4 * 2 * 1048576);
-  EXPECT_EQ(r0["margin_bytes"].get<int64_t>(), 8388608 - r0["total_bytes"].get<int64_t>());
+  EXPECT_EQ(r0["reserve_bytes"], 838860);
+  EXPECT_EQ(r0["margin_bytes"].get<int64_t>(),
+            8388608 - 838860 - r0["total_bytes"].get<int64_t>());
+  // --memory-limit replaces the device's limit; --reserve sets what it keeps.
+  CliResult big = RunCli({"plan", s, "--model", small, "--json", "--memory-limit", "1GiB",
+                          "--reserve", "0"});
+  ASSERT_EQ(big.exit_code, 0) << big.err;
+  const nlohmann::json big_json = nlohmann::json::parse(big.out);
+  const nlohmann::json& b0 = big_json["memory"]["ranks"][0];
+  EXPECT_EQ(b0["limit_bytes"], 1073741824);
+  EXPECT_EQ(b0["reserve_bytes"], 0);
+  EXPECT_EQ(b0["fits"], true);
+  CliResult pct = RunCli({"plan", s, "--model", small, "--json", "--memory-limit", "1GiB",
+                          "--reserve", "10%"});
+  ASSERT_EQ(pct.exit_code, 0) << pct.err;
+  EXPECT_EQ(nlohmann::json::parse(pct.out)["memory"]["ranks"][0]["reserve_bytes"], 107374182);
+  CliResult bad = RunCli({"plan", s, "--model", small, "--reserve", "lots"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--reserve \"lots\" is neither standard, a percentage (8%) "
+                                 "nor a byte size (2GiB)"));
 }
 
 // compare on a layered model: every schedule and v doing the same work,
