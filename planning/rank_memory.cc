@@ -1,6 +1,8 @@
 #include "planning/rank_memory.h"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "base/status_macros.h"
 #include "memory/liveness.h"
@@ -9,19 +11,41 @@ namespace jitpipe {
 namespace {
 
 struct ActivationsPeak {
-  int64_t bytes = 0;
+  int64_t bytes = 0;      // activations at the peak
+  int64_t unsharded = 0;  // FSDP working copies (UNSHARD..RESHARD) at the same index
   int index = -1;
 };
 
 // Parameter gradients are counted whole, for the whole step, as gradients.
+// The rest peaks together: activations and the unsharded parameters the
+// program's UNSHARD/RESHARD hold, split at the index where their sum peaks.
 ActivationsPeak PeakWithoutGradients(const RankBuffers& buffers) {
   RankBuffers others{.rank = buffers.rank, .num_actions = buffers.num_actions, .buffers = {}};
+  RankBuffers params{.rank = buffers.rank, .num_actions = buffers.num_actions, .buffers = {}};
   others.buffers.reserve(buffers.buffers.size());
   for (const Buffer& b : buffers.buffers) {
-    if (b.kind != BufferKind::kParamGrad) others.buffers.push_back(b);
+    if (b.kind == BufferKind::kParamGrad) continue;
+    others.buffers.push_back(b);
+    if (b.kind == BufferKind::kParams) params.buffers.push_back(b);
   }
   const Peak peak = PeakOf(LiveBytes(others));
-  return ActivationsPeak{.bytes = peak.bytes, .index = peak.index};
+  const int64_t unsharded =
+      peak.index < 0 || params.buffers.empty() ? 0 : LiveBytes(params)[peak.index];
+  return ActivationsPeak{.bytes = peak.bytes - unsharded, .unsharded = unsharded,
+                         .index = peak.index};
+}
+
+// Stages whose parameters the program unshards and reshards (--fsdp).
+std::vector<bool> UnshardedByProgram(const Schedule& lowered) {
+  std::vector<bool> out(lowered.num_stages(), false);
+  for (const RankProgram& program : lowered.ranks) {
+    for (const Action& a : program) {
+      if (a.kind == ActionKind::kUnshard && a.stage >= 0 && a.stage < lowered.num_stages()) {
+        out[a.stage] = true;
+      }
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<ActivationsPeak> PlanActivations(const Schedule& lowered, const Model& model,
@@ -37,9 +61,25 @@ MemoryReport StaticParts(const Schedule& lowered, const Model& model,
   MemoryReport out;
   out.ranks.resize(lowered.pp);
   std::vector<int64_t> elements(lowered.pp, 0);
+  const std::vector<bool> by_program = UnshardedByProgram(lowered);
+  const int zero = training.optimizer.ZeroStage();
+  const int64_t dp = std::max(1, model.dp.size);
   for (int s = 0; s < lowered.num_stages(); ++s) {
     RankMemory& m = out.ranks[lowered.RankOf(s)];
-    m.parameters += model.ForStage(s).param_bytes;
+    const int64_t params = model.ForStage(s).param_bytes;
+    if (by_program[s] || zero >= 3) {
+      // FSDP (ZeRO-3): the resident shard; the working copy is the
+      // planner's from each UNSHARD to its RESHARD, or, when the program
+      // has none for the stage, held the whole step.
+      m.parameters += (params + dp - 1) / dp;
+      if (!by_program[s]) m.parameters += params;
+    } else {
+      m.parameters += params;
+    }
+    // Whole under every ZeRO stage: the microbatches accumulate into the
+    // unsharded gradient until the step's reduction (Megatron, and
+    // PyTorch's pipelining over FSDP, which syncs on the last microbatch
+    // only); ZeRO-2 shards it between steps, not at the peak.
     m.gradients += model.GradBytes(s);
     elements[lowered.RankOf(s)] += model.ParamElements(s);
   }
@@ -94,6 +134,7 @@ absl::StatusOr<MemoryReport> PlanRankMemories(const Schedule& lowered, const Mod
   for (int r = 0; r < lowered.pp; ++r) {
     ASSIGN_OR_RETURN(ActivationsPeak peak, PlanActivations(lowered, model, r, policy));
     out.ranks[r].activations = peak.bytes;
+    out.ranks[r].unsharded = peak.unsharded;
     out.ranks[r].activations_peak_index = peak.index;
   }
   FindHeaviest(out);
@@ -107,6 +148,7 @@ MemoryReport RankMemoriesFromBuffers(const Schedule& lowered, const Model& model
   for (int r = 0; r < lowered.pp; ++r) {
     const ActivationsPeak peak = PeakWithoutGradients(buffers[r]);
     out.ranks[r].activations = peak.bytes;
+    out.ranks[r].unsharded = peak.unsharded;
     out.ranks[r].activations_peak_index = peak.index;
   }
   FindHeaviest(out);

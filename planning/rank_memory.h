@@ -1,12 +1,24 @@
 // Memory per pipeline rank, all of it: what a training step holds on each
 // rank's device, against its limit.
 //
-//   parameters   its stages' param_bytes (dp.param_dtype)
+//   parameters   its stages' param_bytes (dp.param_dtype); under ZeRO-3 /
+//                FSDP (optimizer.zero 3, or a program lowered with --fsdp,
+//                whose UNSHARD/RESHARD say when each stage is unsharded)
+//                the resident shard, 1/dp of them, plus a whole working copy
+//                for a stage the program never unshards
+//   unsharded    the FSDP working copies live at the activations' peak: the
+//                planner's buffers from each UNSHARD to its RESHARD, counted
+//                here once (not as activations, not as parameters)
 //   gradients    as many elements in dp.grad_dtype, held the whole step (a
 //                contiguous gradient buffer, as Megatron keeps; the planner's
-//                param_grad buffers are these)
+//                param_grad buffers are these). Whole under every ZeRO stage:
+//                the microbatches accumulate into the unsharded gradient until
+//                the step's reduction (Megatron; PyTorch's pipelining syncs an
+//                FSDP module on its last microbatch only), so ZeRO-2's shard
+//                saves memory between steps, not at the peak
 //   optimizer    OptimizerSpec::StateBytes of its parameters: states in
-//                their dtype, fp32 master weights, split over dp when sharded
+//                their dtype, fp32 master weights, split over dp from ZeRO-1
+//                (the distributed optimizer) on
 //   activations  the memory planner's peak (memory/memory_plan.h) of every
 //                other buffer: received inputs, stashes, outputs until sent,
 //                output and input gradients, reduction buffers; at the
@@ -18,8 +30,6 @@
 // The heaviest rank is reported, never an average: with uneven stages
 // (embedding and loss heads, V placements, DualPipe's two copies) averaging
 // misses the rank that runs out of memory (Megatron-Bridge #5077: -31.8%).
-// FSDP's sharded parameters are not modelled (a schedule with UNSHARD keeps
-// its parameters counted whole).
 //
 // Pure functions; thread-compatible.
 #ifndef JITPIPE_PLANNING_RANK_MEMORY_H_
@@ -52,11 +62,12 @@ struct RankMemory {
   int64_t gradients = 0;
   int64_t optimizer = 0;
   int64_t activations = 0;
+  int64_t unsharded = 0;            // FSDP working copies at the activations' peak
   int activations_peak_index = -1;  // -1 when no activation buffer holds bytes
   int64_t limit = 0;                // 0: none
   int64_t reserve = 0;              // of the limit, for what the step does not plan
 
-  int64_t total() const { return parameters + gradients + optimizer + activations; }
+  int64_t total() const { return parameters + unsharded + gradients + optimizer + activations; }
   bool has_limit() const { return limit > 0; }
   // What the step's own buffers may use: the limit less the reserve.
   int64_t usable() const { return limit - reserve; }

@@ -50,7 +50,11 @@ ABSL_FLAG(std::string, recompute, "none",
 ABSL_FLAG(std::string, grad_dtype, "fp32", "gradient dtype");
 ABSL_FLAG(std::string, optimizer, "adam", "optimizer: adam, sgd or none");
 ABSL_FLAG(bool, distributed_optimizer, false,
-          "shard optimizer states and master weights over the dp replicas (ZeRO-1)");
+          "shard optimizer states and master weights over the dp replicas (ZeRO-1; --zero 1)");
+ABSL_FLAG(int, zero, 0,
+          "ZeRO stage over the dp replicas: 1 optimizer states and master weights, 2 also the "
+          "gradients (between steps; whole while microbatches accumulate), 3 also the "
+          "parameters (FSDP; lower with --fsdp to say when each stage is unsharded)");
 ABSL_FLAG(std::string, device_memory, "",
           "each GPU's memory, e.g. 80GiB or 85899345920 (default: no limit)");
 ABSL_FLAG(double, p2p_gb_per_s, 0, "pipeline link bandwidth, 10^9 B/s (0: infinite)");
@@ -133,6 +137,9 @@ absl::Status SetupFromFlags(LayeredModel& model) {
         absl::StrCat("--optimizer must be adam, sgd or none, not \"", optimizer, "\""));
   }
   model.optimizer.shard_over_dp = absl::GetFlag(FLAGS_distributed_optimizer);
+  const int zero = absl::GetFlag(FLAGS_zero);
+  if (zero < 0 || zero > 3) return absl::InvalidArgumentError("--zero must be 0, 1, 2 or 3");
+  model.optimizer.zero = zero;
   if (const std::string memory = absl::GetFlag(FLAGS_device_memory); !memory.empty()) {
     absl::StatusOr<int64_t> bytes = ParseByteSize(memory);
     if (!bytes.ok()) {
@@ -229,8 +236,11 @@ void PrintSummary(const std::string& path, const TransformerShape& x, const Laye
               std::string(DtypeName(p)).c_str(), DtypeBytes(m.dp.grad_dtype),
               std::string(DtypeName(m.dp.grad_dtype)).c_str(), state / 1e6,
               std::string(OptimizerKindName(m.optimizer.kind)).c_str(),
-              m.optimizer.shard_over_dp ? absl::StrCat(" (sharded over dp ", m.dp.size, ")").c_str()
-                                        : "");
+              m.optimizer.ZeroStage() >= 1
+                  ? absl::StrCat(" (sharded over dp ", m.dp.size, ", ZeRO-",
+                                 m.optimizer.ZeroStage(), ")")
+                        .c_str()
+                  : "");
   if (m.device.memory_bytes > 0) {
     std::printf("device memory: %s per GPU\n", FormatBytes(m.device.memory_bytes).c_str());
   }
@@ -286,7 +296,7 @@ Command ModelCommand() {
       .flags = {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq",
                 "microbatch_size", "tp", "dtype", "tflops", "sequence_parallel", "swiglu",
                 "rmsnorm", "recompute", "attention", "dropout", "loss_dtype", "tied_embeddings",
-                "explain", "grad_dtype", "optimizer", "distributed_optimizer",
+                "explain", "grad_dtype", "optimizer", "distributed_optimizer", "zero",
                 "device_memory", "dp", "buckets", "reduce", "dp_gb_per_s", "dp_latency_us",
                 "p2p_gb_per_s", "p2p_latency_us", "output"},
       .min_positional = 0,

@@ -16,7 +16,10 @@ std::string TrainingSummary(const Model& model, const TrainingMemory& training) 
     absl::StrAppend(&optimizer, " (", opt.StatesPerParameter(), " ", DtypeName(opt.state_dtype),
                     opt.StatesPerParameter() == 1 ? " state" : " states",
                     opt.HasMasterWeights(model.dp.param_dtype) ? ", fp32 master weights" : "",
-                    opt.shard_over_dp ? absl::StrCat(", sharded over dp ", model.dp.size) : "",
+                    opt.ZeroStage() >= 1
+                        ? absl::StrCat(", sharded over dp ", model.dp.size, " (ZeRO-",
+                                       opt.ZeroStage(), ")")
+                        : "",
                     ")");
   }
   return absl::StrCat(DtypeName(model.dp.param_dtype), " parameters, ",
@@ -24,19 +27,21 @@ std::string TrainingSummary(const Model& model, const TrainingMemory& training) 
 }
 
 std::string MemoryTable(const MemoryReport& report) {
-  std::string out = absl::StrFormat("%4s %12s %12s %12s %12s %12s %12s %12s %12s\n", "rank",
-                                    "parameters", "gradients", "optimizer", "activations",
-                                    "total", "limit", "reserve", "margin");
+  std::string out = absl::StrFormat("%4s %12s %12s %12s %12s %12s %12s %12s %12s %12s\n",
+                                    "rank", "parameters", "unsharded", "gradients", "optimizer",
+                                    "activations", "total", "limit", "reserve", "margin");
   for (const RankMemory& r : report.ranks) {
-    absl::StrAppendFormat(&out, "%4d %12s %12s %12s %12s %12s %12s %12s %12s\n", r.rank,
-                          FormatBytes(r.parameters), FormatBytes(r.gradients),
+    absl::StrAppendFormat(&out, "%4d %12s %12s %12s %12s %12s %12s %12s %12s %12s\n", r.rank,
+                          FormatBytes(r.parameters), FormatBytes(r.unsharded),
+                          FormatBytes(r.gradients),
                           FormatBytes(r.optimizer), FormatBytes(r.activations),
                           FormatBytes(r.total()), r.has_limit() ? FormatBytes(r.limit) : "-",
                           r.has_limit() ? FormatBytes(r.reserve) : "-",
                           r.has_limit() ? FormatSignedBytes(r.margin()) : "-");
   }
   absl::StrAppend(&out, "activations: the jit plan's peak of every buffer but the parameter "
-                        "gradients (counted as gradients); margin: limit - reserve - total\n");
+                        "gradients (counted as gradients) and the FSDP working copies "
+                        "(unsharded, at the same index); margin: limit - reserve - total\n");
   return out;
 }
 
@@ -78,6 +83,7 @@ nlohmann::ordered_json MemoryJson(const MemoryReport& report) {
   for (const RankMemory& r : report.ranks) {
     ranks.push_back({{"rank", r.rank},
                      {"parameters_bytes", r.parameters},
+                     {"unsharded_bytes", r.unsharded},
                      {"gradients_bytes", r.gradients},
                      {"optimizer_bytes", r.optimizer},
                      {"activations_bytes", r.activations},

@@ -158,6 +158,10 @@ absl::Status ParseOptimizer(const nlohmann::json& opt, OptimizerSpec& out) {
   if (opt.contains("shard_over_dp")) {
     ASSIGN_OR_RETURN(out.shard_over_dp, GetBool(opt, "shard_over_dp", "optimizer"));
   }
+  if (opt.contains("zero")) {
+    ASSIGN_OR_RETURN(int64_t zero, GetInt(opt, "zero", "optimizer", 0, 3));
+    out.zero = static_cast<int>(zero);
+  }
   return absl::OkStatus();
 }
 
@@ -308,7 +312,7 @@ int64_t OptimizerSpec::StateBytes(int64_t elements, Dtype param_dtype, int dp_si
   const int64_t per_element = int64_t{StatesPerParameter()} * DtypeBytes(state_dtype) +
                               (HasMasterWeights(param_dtype) ? 4 : 0);
   const int64_t total = elements * per_element;
-  if (!shard_over_dp || dp_size <= 1) return total;
+  if (ZeroStage() < 1 || dp_size <= 1) return total;
   return (total + dp_size - 1) / dp_size;
 }
 
@@ -401,7 +405,8 @@ std::string LayeredModelToJson(const LayeredModel& model) {
   j["optimizer"] = Json{{"kind", OptimizerKindName(opt.kind)},
                         {"state_dtype", DtypeName(opt.state_dtype)},
                         {"master_weights", opt.HasMasterWeights(model.dp.param_dtype)},
-                        {"shard_over_dp", opt.shard_over_dp}};
+                        {"shard_over_dp", opt.ZeroStage() >= 1},
+                        {"zero", opt.ZeroStage()}};
   j["p2p"] = LinkJson(model.p2p);
   j["dp"] = DataParallelJson(model.dp);
   return j.dump(1) + "\n";

@@ -16,7 +16,7 @@
 //             "output_bytes": 4, "stash_bytes": 4236247040, "param_bytes": 262684672},
 //    "device": {"memory_bytes": 85899345920, "rank_memory_bytes": [...]},
 //    "optimizer": {"kind": "adam", "state_dtype": "fp32", "master_weights": true,
-//                  "shard_over_dp": false},
+//                  "shard_over_dp": false, "zero": 0},
 //    "p2p": {"latency_us": 10, "gb_per_s": 50},
 //    "dp": {... as in version 1 (model.h) ...}}
 //
@@ -37,7 +37,9 @@
 // sgd (one, momentum) or none; state_dtype (default fp32); master_weights, an
 // fp32 copy of the parameters (default: when dp.param_dtype is not fp32);
 // shard_over_dp, states and master weights split over the dp replicas
-// (ZeRO-1, Megatron's distributed optimizer; default false).
+// (ZeRO-1, Megatron's distributed optimizer; default false); "zero", the
+// ZeRO stage 0 to 3: 1 as shard_over_dp, 2 also the gradients, 3 also the
+// parameters (FSDP). planning/rank_memory.h says what each keeps per rank.
 //
 // LayeredModel is a copyable value type; every function here is
 // thread-compatible.
@@ -84,7 +86,10 @@ struct OptimizerSpec {
   Dtype state_dtype = Dtype::kFp32;
   std::optional<bool> master_weights = {};  // unset: when the parameters are not fp32
   bool shard_over_dp = false;
+  int zero = 0;  // ZeRO stage, 0 to 3; shard_over_dp is stage 1
 
+  // The ZeRO stage in effect: at least 1 with shard_over_dp.
+  int ZeroStage() const { return shard_over_dp && zero < 1 ? 1 : zero; }
   // 2 for Adam (first and second moment), 1 for SGD (momentum), 0 for none.
   int StatesPerParameter() const;
   bool HasMasterWeights(Dtype param_dtype) const {
@@ -92,7 +97,7 @@ struct OptimizerSpec {
   }
   // Bytes of optimizer state for `elements` parameters on one rank: states
   // in state_dtype plus fp32 master weights, divided over `dp_size` replicas
-  // (rounded up) when shard_over_dp.
+  // (rounded up) from ZeRO stage 1 on.
   int64_t StateBytes(int64_t elements, Dtype param_dtype, int dp_size) const;
 };
 

@@ -65,6 +65,44 @@ TEST(RankMemoryTest, CountsEveryPartAgainstEachRanksLimit) {
   EXPECT_TRUE(big.ranks[1].fits());
 }
 
+// FSDP counts each stage's parameters once: the resident shard (400 / dp 4
+// = 100) and, from each UNSHARD to its RESHARD, the working copy (400), as
+// "unsharded" at the activations' peak -- never as activations too (the
+// same program used to count 400 + 400). ZeRO-3 without UNSHARD in the
+// program keeps the working copy the whole step. Gradients stay whole under
+// every stage (accumulated over the microbatches); ZeRO-1 and up shard the
+// optimizer.
+TEST(RankMemoryTest, ShardedParametersAreCountedOnce) {
+  const LayeredModel layered = TwoLayers();
+  ASSERT_OK_AND_ASSIGN(Partition p, EvenPartition(layered, 2));
+  ASSERT_OK_AND_ASSIGN(Model model, StageModel(layered, p));
+  ASSERT_OK_AND_ASSIGN(Schedule s, Generate({.schedule = "1f1b", .pp = 2, .microbatches = 2}));
+  ASSERT_OK_AND_ASSIGN(Schedule fsdp, Lower(s, {.fsdp = true, .reduce_grad = true}));
+  ASSERT_OK_AND_ASSIGN(MemoryReport report,
+                       PlanRankMemories(fsdp, model, TrainingMemoryOf(layered)));
+  const RankMemory& r0 = report.ranks[0];
+  EXPECT_EQ(r0.parameters, 100);
+  EXPECT_EQ(r0.unsharded, 400);  // unsharded at the peak (both microbatches' stashes)
+  EXPECT_EQ(r0.activations, 2000);
+  EXPECT_EQ(r0.gradients, 800);
+  EXPECT_EQ(r0.optimizer, 600);
+  EXPECT_EQ(r0.total(), 100 + 400 + 2000 + 800 + 600);
+  // ZeRO-3 in the model, no UNSHARD in the program: shard + whole copy.
+  ASSERT_OK_AND_ASSIGN(Schedule plain, Lower(s, {.reduce_grad = true}));
+  TrainingMemory zero3 = TrainingMemoryOf(layered);
+  zero3.optimizer.zero = 3;
+  ASSERT_OK_AND_ASSIGN(MemoryReport held, PlanRankMemories(plain, model, zero3));
+  EXPECT_EQ(held.ranks[0].parameters, 100 + 400);
+  EXPECT_EQ(held.ranks[0].unsharded, 0);
+  // ZeRO-2 saves nothing at the peak: gradients whole, as ZeRO-1.
+  TrainingMemory zero2 = TrainingMemoryOf(layered);
+  zero2.optimizer.zero = 2;
+  ASSERT_OK_AND_ASSIGN(MemoryReport two, PlanRankMemories(plain, model, zero2));
+  ASSERT_OK_AND_ASSIGN(MemoryReport one, PlanRankMemories(plain, model, TrainingMemoryOf(layered)));
+  EXPECT_EQ(two.ranks[0].total(), one.ranks[0].total());
+  EXPECT_EQ(two.ranks[0].gradients, 800);
+}
+
 // A rank's own (smaller) limit can make a lighter rank the tight one.
 TEST(RankMemoryTest, TightestIsTheSmallestMargin) {
   LayeredModel layered = TwoLayers();

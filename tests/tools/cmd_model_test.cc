@@ -35,7 +35,7 @@ TEST(CmdModelTest, WritesTheLayeredModelOfTheLibrary) {
                                 "8.82 billion parameters per tp rank (tp 8, bf16, recompute "
                                 "selective, attention fused, sequence parallel)\n"));
   EXPECT_THAT(r.out, HasSubstr("per parameter: 2 B bf16 + 4 B fp32 gradient + 3 B adam state "
-                               "(sharded over dp 4)\n"));
+                               "(sharded over dp 4, ZeRO-1)\n"));
   EXPECT_THAT(r.out, HasSubstr("device memory: 80.00 GiB per GPU\n"));
   ASSERT_OK_AND_ASSIGN(ModelFile file, LoadModelFile(path));
   ASSERT_TRUE(file.layered());
