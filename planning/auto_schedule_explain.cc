@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/byte_units.h"
+#include "base/time_units.h"
 #include "planning/auto_schedule.h"
 
 namespace jitpipe {
@@ -61,11 +62,12 @@ std::string AutoScheduleResult::Explain() const {
                                  layout.empty() ? "" : absl::StrCat("; layers \"", layout, "\""),
                                  "\n");
   absl::StrAppendFormat(
-      &out, "step: %.6g us; lower bound %.6g us (%s): %s; over all placements searched %.6g us: %s\n",
-      t, lower_bound_us,
+      &out, "step: %s; lower bound %s (%s): %s; over all placements searched %s: %s\n",
+      FormatMicros(t), FormatMicros(lower_bound_us),
       lower_bound_rank >= 0 ? absl::StrCat("start-up + busy time of rank ", lower_bound_rank)
                             : std::string("one microbatch's critical path"),
-      Percent(t, lower_bound_us), best_lower_bound_us, Percent(t, best_lower_bound_us));
+      Percent(t, lower_bound_us), FormatMicros(best_lower_bound_us),
+      Percent(t, best_lower_bound_us));
   const RankMemory& tight = evaluation.memory.Tightest();
   const std::string memory = absl::StrCat(
       "rank ", tight.rank, " holds ", FormatBytes(tight.total()), " of ", FormatBytes(tight.limit),
@@ -73,8 +75,8 @@ std::string AutoScheduleResult::Explain() const {
   if (unconstrained_us < t * (1 - 1e-3)) {
     absl::StrAppendFormat(&out,
                           "binding constraint: memory (%s); without the limit the search "
-                          "reaches %.6g us (%s)\n",
-                          memory, unconstrained_us, Percent(unconstrained_us, t));
+                          "reaches %s (%s)\n",
+                          memory, FormatMicros(unconstrained_us), Percent(unconstrained_us, t));
   } else if (t <= lower_bound_us * (1 + 1e-3)) {
     absl::StrAppend(&out, "binding constraint: none; the step is at its placement's lower bound (",
                     memory, ")\n");
@@ -86,12 +88,12 @@ std::string AutoScheduleResult::Explain() const {
   if (best_builtin.empty()) {
     absl::StrAppend(&out, "best built-in schedule that fits: none\n");
   } else {
-    absl::StrAppendFormat(&out, "best built-in schedule that fits: %s, %.6g us (chosen: %s)\n",
-                          best_builtin, best_builtin_us, Percent(t, best_builtin_us));
+    absl::StrAppendFormat(&out, "best built-in schedule that fits: %s, %s (chosen: %s)\n",
+                          best_builtin, FormatMicros(best_builtin_us), Percent(t, best_builtin_us));
   }
   if (heuristic_us.has_value()) {
-    absl::StrAppendFormat(&out, "zero-bubble heuristic: %.6g us (chosen: %s)\n", *heuristic_us,
-                          Percent(t, *heuristic_us));
+    absl::StrAppendFormat(&out, "zero-bubble heuristic: %s (chosen: %s)\n",
+                          FormatMicros(*heuristic_us), Percent(t, *heuristic_us));
   }
   absl::StrAppendFormat(&out, "searched: %d candidates judged in %.3g s%s\n", judged,
                         absl::ToDoubleSeconds(elapsed),

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/byte_units.h"
+#include "base/time_units.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/generators/generate.h"
@@ -60,15 +61,16 @@ void PrintTable(const std::vector<Row>& rows, const std::vector<Skipped>& skippe
   std::printf("pp %d, %d microbatches; sorted by makespan, * = best; memory: the worst rank\n",
               pp, mbs);
   std::printf("  %-18s %2s %6s %12s %8s %12s %12s %12s %12s %12s\n", "schedule", "v", "work",
-              "makespan us", "bubble", "span bubble", "exposed red", "jit peak", "eager peak",
+              "makespan", "bubble", "span bubble", "exposed red", "jit peak", "eager peak",
               "arena");
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
-    std::printf("%c %-18s %2d %6lld %12.6g %7.2f%% %11.2f%% %9.4g us %12s %12s %12s\n",
+    std::printf("%c %-18s %2d %6lld %12s %7.2f%% %11.2f%% %12s %12s %12s %12s\n",
                 i == 0 ? '*' : ' ', r.schedule.c_str(), r.stages_per_rank,
-                static_cast<long long>(r.work), r.simulation.makespan_us,
+                static_cast<long long>(r.work), FormatMicros(r.simulation.makespan_us).c_str(),
                 100 * r.simulation.bubble_fraction, 100 * r.simulation.span_bubble_fraction,
-                r.simulation.exposed_reduce_us, FormatBytes(r.jit_peak).c_str(),
+                FormatMicros(r.simulation.exposed_reduce_us).c_str(),
+                FormatBytes(r.jit_peak).c_str(),
                 FormatBytes(r.eager_peak).c_str(), FormatBytes(r.arena).c_str());
   }
   const bool mixed = std::any_of(rows.begin(), rows.end(),

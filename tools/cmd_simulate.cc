@@ -18,6 +18,8 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/byte_units.h"
+#include "base/time_units.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/ir/model.h"
 #include "planning/reduction_floor.h"
@@ -44,18 +46,21 @@ void PrintTable(const std::string& path, const Prediction& p, bool overlap) {
   std::printf("%s: pp %d, %d stages, %d microbatches; %s%s\n", path.c_str(), s.pp,
               s.num_stages(), s.microbatches, s.name.empty() ? "" : (s.name + ", ").c_str(),
               overlap ? "with the overlap pass" : "as lowered");
-  std::printf("%4s %12s %12s %12s %12s %14s\n", "rank", "busy us", "span us", "end us",
-              "reduce us", "peak bytes");
+  std::printf("%4s %12s %12s %12s %12s %14s\n", "rank", "busy", "span", "end", "reduce",
+              "peak");
   for (const RankSimulation& rank : r.ranks) {
-    std::printf("%4d %12.6g %12.6g %12.6g %12.6g %14lld\n", rank.rank, rank.busy_us, rank.span_us,
-                rank.end_us, rank.reduce_us, static_cast<long long>(rank.peak_bytes));
+    std::printf("%4d %12s %12s %12s %12s %14s\n", rank.rank, FormatMicros(rank.busy_us).c_str(),
+                FormatMicros(rank.span_us).c_str(), FormatMicros(rank.end_us).c_str(),
+                FormatMicros(rank.reduce_us).c_str(), FormatBytes(rank.peak_bytes).c_str());
   }
   std::printf(
-      "makespan %.6g us; bubble %.2f%% (1 - busy/makespan, worst rank); span bubble %.2f%% "
-      "(1 - busy/longest span); exposed reduction %.6g us of %.6g us reduction per rank "
-      "(%.1f%%)\n",
-      r.makespan_us, 100 * r.bubble_fraction, 100 * r.span_bubble_fraction, r.exposed_reduce_us,
-      r.max_rank_reduce_us, Percent(r.exposed_reduce_us, r.max_rank_reduce_us));
+      "makespan %s; bubble %.2f%% (1 - busy/makespan, worst rank); span bubble %.2f%% "
+      "(1 - busy/longest span); exposed reduction %s of %s reduction per rank (%.1f%%)\n",
+      FormatMicros(r.makespan_us).c_str(), 100 * r.bubble_fraction, 100 * r.span_bubble_fraction,
+      FormatMicros(r.exposed_reduce_us).c_str(), FormatMicros(r.max_rank_reduce_us).c_str(),
+      Percent(r.exposed_reduce_us, r.max_rank_reduce_us));
+  std::printf("peak: every planned buffer live at simulated time, parameter gradients "
+              "included (--json has the exact bytes and microseconds)\n");
 }
 
 Json ResultJson(const SimulationResult& r) {
@@ -87,12 +92,15 @@ struct OverlapComparison {
 
 void PrintComparison(const OverlapComparison& c) {
   std::printf(
-      "exposed reduction: %.6g us without the overlap pass (%.1f%%), %.6g us with it (%.1f%%), "
-      "of %.6g us reduction per rank; makespan %.6g -> %.6g us; theoretical minimum %.6g us "
+      "exposed reduction: %s without the overlap pass (%.1f%%), %s with it (%.1f%%), "
+      "of %s reduction per rank; makespan %s -> %s; theoretical minimum %s "
       "(%.1f%%: the stage that completes last on the rank that finishes last)\n",
-      c.without.exposed_reduce_us, Percent(c.without.exposed_reduce_us, c.without.max_rank_reduce_us),
-      c.with.exposed_reduce_us, Percent(c.with.exposed_reduce_us, c.with.max_rank_reduce_us),
-      c.with.max_rank_reduce_us, c.without.makespan_us, c.with.makespan_us, c.minimum_us,
+      FormatMicros(c.without.exposed_reduce_us).c_str(),
+      Percent(c.without.exposed_reduce_us, c.without.max_rank_reduce_us),
+      FormatMicros(c.with.exposed_reduce_us).c_str(),
+      Percent(c.with.exposed_reduce_us, c.with.max_rank_reduce_us),
+      FormatMicros(c.with.max_rank_reduce_us).c_str(), FormatMicros(c.without.makespan_us).c_str(),
+      FormatMicros(c.with.makespan_us).c_str(), FormatMicros(c.minimum_us).c_str(),
       Percent(c.minimum_us, c.with.max_rank_reduce_us));
 }
 

@@ -14,6 +14,7 @@
 #include "scheduler/generators/generate.h"
 #include "stages/predict/predict.h"
 #include "base/byte_units.h"
+#include "base/time_units.h"
 #include "tools/memory_report.h"
 #include "tools/schedule_diagram.h"
 #include "traces/svg_render.h"
@@ -63,10 +64,10 @@ std::vector<CompareSkipped> Unrun(const Comparison& c) {
 void PrintComparisonTable(const CompareHeader& h, const Comparison& c) {
   const CompareOptions& o = *h.options;
   std::printf("%s: pp %d, %d microbatches; %d layers %s; every row runs the same layers "
-              "(%.6g us of compute per rank on average)\n",
+              "(%s of compute per rank on average)\n",
               h.model_path.c_str(), o.pp, o.microbatches,
               static_cast<int>(h.model->layers.size()), Cut(o).c_str(),
-              c.rows.empty() ? 0.0 : c.rows.front().work_us);
+              FormatMicros(c.rows.empty() ? 0.0 : c.rows.front().work_us).c_str());
   std::printf("sorted by makespan among the rows that fit %s, * = best; memory: the heaviest "
               "rank, all of it\n", Device(*h.model).c_str());
   // Times in ms when the steps take 10 ms or more, else in us.
@@ -159,8 +160,8 @@ absl::Status WriteWinnerSvg(const CompareHeader& h, const Comparison& c,
   ASSIGN_OR_RETURN(Prediction p,
                    Predict(s, staged, {.overlap = o.overlap, .record_timeline = true}));
   const std::string title = absl::StrFormat(
-      "%s v %d  pp %d, %d microbatches: makespan %.6g us, bubble %.1f%% (%s, %s)", best.schedule,
-      best.stages_per_rank, o.pp, o.microbatches, p.simulation.makespan_us,
+      "%s v %d  pp %d, %d microbatches: makespan %s, bubble %.1f%% (%s, %s)", best.schedule,
+      best.stages_per_rank, o.pp, o.microbatches, FormatMicros(p.simulation.makespan_us),
       100 * p.simulation.bubble_fraction, h.model_path, best.layout);
   ASSIGN_OR_RETURN(std::string svg, RenderSvg(ScheduleDiagram(title, p, "us")));
   return WriteFileAtomically(svg_path, svg);

@@ -70,8 +70,8 @@ TEST_F(CmdCompareTest, TableMarksTheBestAndSaysWhatWasSkipped) {
                         "--model", model_});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, StartsWith("pp 4, 8 microbatches; sorted by makespan, * = best"));
-  EXPECT_THAT(r.out, HasSubstr("\n* dualpipe            2      8           26 "));
-  EXPECT_THAT(r.out, HasSubstr("\n  zbv                 2     16           51 "));
+  EXPECT_THAT(r.out, HasSubstr("\n* dualpipe            2      8        26 us "));
+  EXPECT_THAT(r.out, HasSubstr("\n  zbv                 2     16        51 us "));
   EXPECT_THAT(r.out, HasSubstr("note: work = stage-microbatch pairs per rank"));
   EXPECT_THAT(r.out, HasSubstr("not valid for these parameters:\n  gpipe: needs exactly 1 stage "
                                "per rank, got 2\n"));

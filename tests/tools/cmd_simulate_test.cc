@@ -93,7 +93,7 @@ TEST_F(CmdSimulateTest, PrintsARankTableAndASummary) {
   CliResult r = RunCli({"simulate", Generated("1f1b", 4, 8), "--model", dir_ + "/unit.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("pp 4, 4 stages, 8 microbatches; 1f1b, as lowered\n"));
-  EXPECT_THAT(r.out, HasSubstr("   0           24           33           33            0"));
+  EXPECT_THAT(r.out, HasSubstr("   0        24 us        33 us        33 us         0 us            4 B"));
   EXPECT_THAT(r.out, HasSubstr("makespan 33 us; bubble 27.27% (1 - busy/makespan, worst rank)"));
 }
 
