@@ -12,26 +12,31 @@ namespace {
 
 struct ActivationsPeak {
   int64_t bytes = 0;      // activations at the peak
+  int64_t gradients = 0;  // parameter gradients live at the same index
   int64_t unsharded = 0;  // FSDP working copies (UNSHARD..RESHARD) at the same index
   int index = -1;
 };
 
-// Parameter gradients are counted whole, for the whole step, as gradients.
-// The rest peaks together: activations and the unsharded parameters the
-// program's UNSHARD/RESHARD hold, split at the index where their sum peaks.
-ActivationsPeak PeakWithoutGradients(const RankBuffers& buffers) {
-  RankBuffers others{.rank = buffers.rank, .num_actions = buffers.num_actions, .buffers = {}};
+// Everything the planner plans peaks together -- the one peak `plan`'s first
+// table, the trace and this report share -- split at that index into the
+// parameter gradients, the unsharded parameters the program's
+// UNSHARD/RESHARD hold, and the rest (activations and buffers).
+ActivationsPeak PeakOfPlannedBuffers(const RankBuffers& buffers) {
+  RankBuffers grads{.rank = buffers.rank, .num_actions = buffers.num_actions, .buffers = {}};
   RankBuffers params{.rank = buffers.rank, .num_actions = buffers.num_actions, .buffers = {}};
-  others.buffers.reserve(buffers.buffers.size());
   for (const Buffer& b : buffers.buffers) {
-    if (b.kind == BufferKind::kParamGrad) continue;
-    others.buffers.push_back(b);
+    if (b.kind == BufferKind::kParamGrad) grads.buffers.push_back(b);
     if (b.kind == BufferKind::kParams) params.buffers.push_back(b);
   }
-  const Peak peak = PeakOf(LiveBytes(others));
-  const int64_t unsharded =
-      peak.index < 0 || params.buffers.empty() ? 0 : LiveBytes(params)[peak.index];
-  return ActivationsPeak{.bytes = peak.bytes - unsharded, .unsharded = unsharded,
+  const Peak peak = PeakOf(LiveBytes(buffers));
+  auto at_peak = [&](const RankBuffers& some) -> int64_t {
+    return peak.index < 0 || some.buffers.empty() ? 0 : LiveBytes(some)[peak.index];
+  };
+  const int64_t gradients = at_peak(grads);
+  const int64_t unsharded = at_peak(params);
+  return ActivationsPeak{.bytes = peak.bytes - gradients - unsharded,
+                         .gradients = gradients,
+                         .unsharded = unsharded,
                          .index = peak.index};
 }
 
@@ -52,7 +57,7 @@ absl::StatusOr<ActivationsPeak> PlanActivations(const Schedule& lowered, const M
                                                 int rank, MemoryPolicy policy) {
   ASSIGN_OR_RETURN(RankBuffers buffers,
                    ComputeBufferLifetimes(lowered, model, rank, {.policy = policy}));
-  return PeakWithoutGradients(buffers);
+  return PeakOfPlannedBuffers(buffers);
 }
 
 // Parameters, gradients, optimizer and limit of every rank; activations 0.
@@ -76,11 +81,6 @@ MemoryReport StaticParts(const Schedule& lowered, const Model& model,
     } else {
       m.parameters += params;
     }
-    // Whole under every ZeRO stage: the microbatches accumulate into the
-    // unsharded gradient until the step's reduction (Megatron, and
-    // PyTorch's pipelining over FSDP, which syncs on the last microbatch
-    // only); ZeRO-2 shards it between steps, not at the peak.
-    m.gradients += model.GradBytes(s);
     elements[lowered.RankOf(s)] += model.ParamElements(s);
   }
   for (int r = 0; r < lowered.pp; ++r) {
@@ -121,6 +121,11 @@ const RankMemory& MemoryReport::Tightest() const {
   return best != nullptr ? *best : Heaviest();
 }
 
+MemoryReport ResidentRankMemory(const Schedule& lowered, const Model& model,
+                                const TrainingMemory& training) {
+  return StaticParts(lowered, model, training);
+}
+
 absl::StatusOr<int64_t> ActivationPeak(const Schedule& lowered, const Model& model, int rank,
                                        MemoryPolicy policy) {
   ASSIGN_OR_RETURN(ActivationsPeak peak, PlanActivations(lowered, model, rank, policy));
@@ -134,6 +139,7 @@ absl::StatusOr<MemoryReport> PlanRankMemories(const Schedule& lowered, const Mod
   for (int r = 0; r < lowered.pp; ++r) {
     ASSIGN_OR_RETURN(ActivationsPeak peak, PlanActivations(lowered, model, r, policy));
     out.ranks[r].activations = peak.bytes;
+    out.ranks[r].gradients = peak.gradients;
     out.ranks[r].unsharded = peak.unsharded;
     out.ranks[r].activations_peak_index = peak.index;
   }
@@ -146,8 +152,9 @@ MemoryReport RankMemoriesFromBuffers(const Schedule& lowered, const Model& model
                                      const std::vector<RankBuffers>& buffers) {
   MemoryReport out = StaticParts(lowered, model, training);
   for (int r = 0; r < lowered.pp; ++r) {
-    const ActivationsPeak peak = PeakWithoutGradients(buffers[r]);
+    const ActivationsPeak peak = PeakOfPlannedBuffers(buffers[r]);
     out.ranks[r].activations = peak.bytes;
+    out.ranks[r].gradients = peak.gradients;
     out.ranks[r].unsharded = peak.unsharded;
     out.ranks[r].activations_peak_index = peak.index;
   }

@@ -9,20 +9,26 @@
 //   unsharded    the FSDP working copies live at the activations' peak: the
 //                planner's buffers from each UNSHARD to its RESHARD, counted
 //                here once (not as activations, not as parameters)
-//   gradients    as many elements in dp.grad_dtype, held the whole step (a
-//                contiguous gradient buffer, as Megatron keeps; the planner's
-//                param_grad buffers are these). Whole under every ZeRO stage:
-//                the microbatches accumulate into the unsharded gradient until
+//   gradients    the planner's parameter-gradient buffers live at the peak:
+//                as many elements as the parameters, in dp.grad_dtype, from
+//                the stage's first backward to the step's end (PyTorch
+//                allocates .grad there; Megatron's buffer exists from the
+//                start, which differs only on a rank whose peak precedes its
+//                first backward). Whole under every ZeRO stage: the
+//                microbatches accumulate into the unsharded gradient until
 //                the step's reduction (Megatron; PyTorch's pipelining syncs an
 //                FSDP module on its last microbatch only), so ZeRO-2's shard
 //                saves memory between steps, not at the peak
 //   optimizer    OptimizerSpec::StateBytes of its parameters: states in
 //                their dtype, fp32 master weights, split over dp from ZeRO-1
 //                (the distributed optimizer) on
-//   activations  the memory planner's peak (memory/memory_plan.h) of every
-//                other buffer: received inputs, stashes, outputs until sent,
-//                output and input gradients, reduction buffers; at the
-//                program index where they peak
+//   activations  every other planned buffer (memory/memory_plan.h):
+//                received inputs, stashes, outputs until sent, output and
+//                input gradients, reduction buffers. Gradients, unsharded
+//                and activations are split at one index, where everything
+//                the planner plans peaks together: the jit peak of `plan`'s
+//                first table, and of the trace's mem.live less the resident
+//                parameters and optimizer state
 //   total        the sum; it fits when within the device's limit for that
 //                rank less the reserve (layered_model.h, MemoryReserve: the
 //                CUDA context, NCCL, fragmentation)
@@ -103,8 +109,14 @@ MemoryReport RankMemoriesFromBuffers(const Schedule& lowered, const Model& model
                                      const TrainingMemory& training,
                                      const std::vector<RankBuffers>& buffers);
 
-// The activations part alone for one rank: the planner's peak of every
-// buffer but parameter gradients. Errors: those of ComputeBufferLifetimes.
+// Parameters (or their FSDP shard), optimizer state and limits of every
+// rank: what a rank holds the whole step besides its planned buffers
+// (activations, gradients and unsharded copies 0).
+MemoryReport ResidentRankMemory(const Schedule& lowered, const Model& model,
+                                const TrainingMemory& training);
+
+// The activations part alone for one rank (as RankMemory splits it).
+// Errors: those of ComputeBufferLifetimes.
 absl::StatusOr<int64_t> ActivationPeak(const Schedule& lowered, const Model& model, int rank,
                                        MemoryPolicy policy = MemoryPolicy::kJit);
 

@@ -273,14 +273,25 @@ int RunPlan(const Command& command, const Invocation& invocation) {
     return Fail(command,
                 absl::Status(planned_all.code(), absl::StrCat(path, ": ", planned_all.message())));
   }
+  // A version 2 model: the parameters and optimizer state each rank holds
+  // the whole step join the trace's counters (mem.live is then the rank's
+  // total, as the all-of-it table below counts it).
+  std::vector<ResidentMemory> resident;
+  if (staged->layered) {
+    for (const RankMemory& r : ResidentRankMemory(*schedule, *model, staged->training).ranks) {
+      resident.push_back({r.rank, r.parameters, r.optimizer});
+    }
+  }
   if (simulated_trace) {
     absl::StatusOr<Prediction> p = SimulatePlanned(*schedule, *model, std::move(buffers), true);
     if (!p.ok()) {
       return Fail(command, absl::Status(p.status().code(),
                                         absl::StrCat(path, ": ", p.status().message())));
     }
+    p->simulation.timeline.resident = resident;
     AddTimelineToTrace(p->lowered, p->simulation.timeline, *trace);
   } else if (trace.has_value()) {
+    planned.resident = resident;
     AddTimelineToTrace(*schedule, planned, *trace);
   }
   if (trace.has_value()) {

@@ -85,6 +85,16 @@ struct TimelineTransfer {
   int32_t consumer_index = -1;  // on dst_rank: the first compute action that consumes it
 };
 
+// What a rank holds the whole step that no planned buffer covers: its
+// parameters (or their FSDP shard) and its optimizer state. A trace draws
+// them as constant counters and counts them in mem.live, so that the
+// trace's peak is the whole rank's (planning/rank_memory.h's total).
+struct ResidentMemory {
+  int32_t rank = 0;
+  int64_t parameters = 0;
+  int64_t optimizer = 0;
+};
+
 struct Timeline {
   TimelineAxis axis = TimelineAxis::kMicroseconds;
   std::vector<TimelineSpan> spans;   // per rank in program order, ranks in order
@@ -94,6 +104,7 @@ struct Timeline {
   // timeline (RankExecutor) leaves it empty. A span whose transfer is not
   // in the table is drawn without bytes, peer and arrow.
   std::vector<TimelineTransfer> transfers;
+  std::vector<ResidentMemory> resident;  // by rank; empty: none drawn
 };
 
 }  // namespace jitpipe

@@ -264,11 +264,13 @@ void WriteSlices(const Schedule& s, const Timeline& timeline, std::vector<Slice>
   }
 }
 
-// The counter series of a rank: one per MemoryCategory, then "mem.live"
-// and "mem.arena_high".
+// The counter series of a rank: one per MemoryCategory, then "mem.live",
+// "mem.arena_high" and the resident parts (Timeline::resident).
 constexpr int kLiveSeries = kNumMemoryCategories;
 constexpr int kArenaSeries = kNumMemoryCategories + 1;
-constexpr int kNumSeries = kNumMemoryCategories + 2;
+constexpr int kResidentParameters = kNumMemoryCategories + 2;
+constexpr int kResidentOptimizer = kNumMemoryCategories + 3;
+constexpr int kNumSeries = kNumMemoryCategories + 4;
 
 std::array<std::string, kNumSeries> SeriesNames() {
   std::array<std::string, kNumSeries> names;
@@ -277,6 +279,8 @@ std::array<std::string, kNumSeries> SeriesNames() {
   }
   names[kLiveSeries] = "mem.live";
   names[kArenaSeries] = "mem.arena_high";
+  names[kResidentParameters] = "mem.resident_parameters";
+  names[kResidentOptimizer] = "mem.optimizer";
   return names;
 }
 
@@ -291,6 +295,8 @@ void WriteCounters(const Timeline& timeline, ChromeTraceWriter& writer) {
   const std::array<std::string, kNumSeries> names = SeriesNames();
   std::map<int, std::array<std::optional<int64_t>, kNumSeries>> written;  // per rank
   std::map<int, const MemorySample*> last;
+  std::map<int, ResidentMemory> resident;
+  for (const ResidentMemory& r : timeline.resident) resident[r.rank] = r;
   auto emit = [&](const MemorySample& m, double ts, bool always) {
     std::array<int64_t, kNumSeries> values{};
     for (int c = 0; c < kNumMemoryCategories; ++c) {
@@ -298,9 +304,18 @@ void WriteCounters(const Timeline& timeline, ChromeTraceWriter& writer) {
       values[kLiveSeries] += m.bytes[c];
     }
     values[kArenaSeries] = m.arena_high_bytes;
+    const auto held = resident.find(m.rank);
+    if (held != resident.end()) {
+      values[kResidentParameters] = held->second.parameters;
+      values[kResidentOptimizer] = held->second.optimizer;
+      values[kLiveSeries] += held->second.parameters + held->second.optimizer;
+    }
     std::array<std::optional<int64_t>, kNumSeries>& previous = written[m.rank];
     for (int k = 0; k < kNumSeries; ++k) {
       if (k == kArenaSeries && m.arena_high_bytes == kNoArenaSample) continue;
+      if ((k == kResidentParameters || k == kResidentOptimizer) && held == resident.end()) {
+        continue;
+      }
       if (!always && previous[k] == values[k]) continue;
       previous[k] = values[k];
       writer.AddCounter({names[k], "memory", m.rank, 0, ts, "bytes",

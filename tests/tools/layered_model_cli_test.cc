@@ -2,6 +2,7 @@
 // --layout, --partition balanced, and the same layers for every schedule.
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -128,6 +129,50 @@ TEST_F(LayeredModelCliTest, PlanReportsTheHeaviestRankAgainstTheDevice) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.err, HasSubstr("--reserve \"lots\" is neither standard, a percentage (8%) "
                                  "nor a byte size (2GiB)"));
+}
+
+// One set of numbers: plan's trace counts what each rank holds the whole
+// step (mem.resident_parameters, mem.optimizer) in mem.live, so that its
+// peak is the rank's total in the all-of-it table; the jit peak of the first
+// table is that total less the parameters and the optimizer state. (A model
+// without times: the trace is over program index, the plan's own order.)
+TEST_F(LayeredModelCliTest, PlanTraceAndTablesShowTheSameTotals) {
+  const std::string s = Generate("1f1b", 1);
+  const std::string sizes = dir_ + "/sizes.json";
+  std::string text = kLayered;  // every time 0: a model of sizes only
+  for (const std::string key : {"forward_us", "backward_input_us", "backward_weight_us"}) {
+    for (const std::string value : {"1", "2"}) {
+      const std::string from = "\"" + key + "\": " + value;
+      for (size_t at; (at = text.find(from)) != std::string::npos;) {
+        text.replace(at, from.size(), "\"" + key + "\": 0");
+      }
+    }
+  }
+  WriteTextFile(sizes, text);
+  const std::string trace = dir_ + "/plan.trace.json";
+  CliResult r = RunCli({"plan", s, "--model", sizes, "--json", "--trace", trace});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json plan = nlohmann::json::parse(r.out);
+  std::ifstream in(trace);
+  const nlohmann::json t = nlohmann::json::parse(in);
+  std::map<int, double> live;
+  std::map<int, double> parameters;
+  for (const nlohmann::json& e : t["traceEvents"]) {
+    if (e.value("ph", "") != "C") continue;
+    const int pid = e["pid"];
+    const double bytes = e["args"]["bytes"];
+    if (e["name"] == "mem.live") live[pid] = std::max(live[pid], bytes);
+    if (e["name"] == "mem.resident_parameters") parameters[pid] = bytes;
+  }
+  for (const nlohmann::json& rank : plan["memory"]["ranks"]) {
+    const int r0 = rank["rank"];
+    EXPECT_EQ(live[r0], rank["total_bytes"].get<double>()) << "rank " << r0;
+    EXPECT_EQ(parameters[r0], rank["parameters_bytes"].get<double>()) << "rank " << r0;
+    EXPECT_EQ(plan["ranks"][r0]["jit_peak_bytes"].get<int64_t>(),
+              rank["total_bytes"].get<int64_t>() - rank["parameters_bytes"].get<int64_t>() -
+                  rank["optimizer_bytes"].get<int64_t>())
+        << "rank " << r0;
+  }
 }
 
 // compare on a layered model: every schedule and v doing the same work,
