@@ -229,6 +229,16 @@ void PrintText(const std::string& path, const ReplayFlags& f, const ReplayPlan& 
     if (device) std::printf(" %14s", Bytes(rank.allocator_peak_bytes).c_str());
     std::printf("\n");
   }
+  if (f.traits.send_completion == SendCompletion::kRendezvous) {
+    bool above = false;
+    for (const RankReplay& rank : r.ranks) {
+      above = above || rank.measured_peak_bytes > rank.planned_peak_bytes;
+    }
+    std::printf("note: the plan frees a sent buffer when the send is posted; over %s a send "
+                "completes once its receive is posted, so a measured peak may exceed the plan "
+                "by the sends still waiting%s\n",
+                f.backend.c_str(), above ? " (it does above)" : "");
+  }
   if (f.backend == "inproc") {  // Open MPI buffers eager sends itself: unmeasured
     std::printf("transport in flight: peak %s (sends staged until their receive was posted)\n",
                 Bytes(r.peak_in_flight_bytes).c_str());
