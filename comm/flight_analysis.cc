@@ -144,7 +144,16 @@ class Analyzer {
     if (e.kind != FlightOpKind::kSend && e.kind != FlightOpKind::kRecv) return;
     const bool recv = e.kind == FlightOpKind::kRecv;
     const FlightOpKind other = recv ? FlightOpKind::kSend : FlightOpKind::kRecv;
-    if (!by_rank_.count(e.peer)) return;  // reported as missing
+    if (!by_rank_.count(e.peer)) {
+      // A rank without a record died or stopped answering: an operation
+      // still waiting on it points at the culprit (Summarise puts it first).
+      if (e.state != FlightOpState::kCompleted && e.peer >= 0) {
+        waits_on_missing_.push_back(
+            {record.rank, e.peer,
+             absl::StrCat("rank ", record.rank, " waits at ", Describe(e), " for it")});
+      }
+      return;
+    }
     // Pair as the transport did (the record says how): a receive posted
     // out of order by --recv jit still finds its send by tag.
     const bool by_tag = record.matching == FlightMatching::kByTag;
@@ -199,9 +208,29 @@ class Analyzer {
     }
   }
 
-  // The root wait: one whose peer is not waiting itself; a cycle otherwise.
+  // The root: a rank that wrote no record while others wait on it (it died
+  // or stopped answering); else a wait whose peer is not waiting itself; a
+  // cycle otherwise.
   FlightAnalysis Summarise() {
     FlightAnalysis out;
+    if (!waits_on_missing_.empty()) {
+      // The silent rank most waited on (the lowest on a tie).
+      std::map<int, std::vector<std::string>> waiters;
+      for (const Wait& w : waits_on_missing_) waiters[w.peer].push_back(w.text);
+      int culprit = waiters.begin()->first;
+      for (const auto& [rank, list] : waiters) {
+        if (list.size() > waiters[culprit].size()) culprit = rank;
+      }
+      const std::vector<std::string>& by = waiters[culprit];
+      out.first = absl::StrCat("rank ", culprit,
+                               " wrote no flight record: it died or stopped answering; ",
+                               by.front(), by.size() > 1
+                                               ? absl::StrCat(" (and ", by.size() - 1,
+                                                              " more operations wait on it)")
+                                               : "");
+      const std::string silent = absl::StrCat("rank ", culprit, " wrote no flight record");
+      missing_.erase(std::remove(missing_.begin(), missing_.end(), silent), missing_.end());
+    }
     std::set<int> waiting;
     for (const Wait& w : waits_) waiting.insert(w.rank);
     std::vector<std::string> rest;
@@ -231,6 +260,7 @@ class Analyzer {
   std::map<int, const FlightRecord*> by_rank_;
   int world_ = 0;
   std::vector<Wait> waits_;
+  std::vector<Wait> waits_on_missing_;  // pending operations whose peer wrote no record
   std::vector<std::string> mismatches_, unreceived_, collective_, missing_;
 };
 

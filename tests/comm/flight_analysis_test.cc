@@ -98,6 +98,25 @@ TEST(FlightAnalysisTest, ReportsMisorderedPairsAndMissingRanks) {
   EXPECT_EQ(a.findings[0], "rank 2 wrote no flight record");
 }
 
+// A rank killed (or stopped) writes no record. The ranks waiting on it name
+// it first, not a bystander: rank 1 and rank 3 wait on the silent rank 2,
+// rank 0 on rank 3 (which waits too); before, rank 0's wait on rank 3 came
+// first and rank 2 only among the missing records.
+TEST(FlightAnalysisTest, NamesTheRankThatStoppedAnsweringFirst) {
+  Ranks ranks(4);
+  ranks.Recv(1, 2, 5, 7, "1RECV_B3", false);
+  ranks.Recv(3, 2, 6, 4, "3RECV_F4", false);
+  ranks.Recv(0, 3, 9, 8, "0RECV_B2", false);
+  FlightAnalysis a = AnalyzeFlightRecords(ranks.Records({2}));
+  EXPECT_EQ(a.first,
+            "rank 2 wrote no flight record: it died or stopped answering; rank 1 waits at "
+            "index 7 (1RECV_B3) for it (and 1 more operations wait on it)");
+  for (const std::string& f : a.findings) {
+    EXPECT_NE(f, "rank 2 wrote no flight record") << "named twice";
+  }
+  EXPECT_THAT(a.ToString(), HasSubstr("rank 0 waits at index 8 (0RECV_B2) for rank 3"));
+}
+
 // Under tag matching (in-process, MPI) a receive finds its send by tag, as
 // the transport did: --recv jit posts receives from one peer in another
 // order than the sends, which pairing by order would call mismatched; a
