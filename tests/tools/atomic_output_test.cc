@@ -47,6 +47,7 @@ constexpr char kOldContents[] = "the previous output, which must survive\n";
 // here takes milliseconds to write, far longer than the kill takes to land,
 // so a single trial already catches the writer mid-way.
 constexpr int kTrials = testing::kSanitized ? 1 : 2;
+constexpr int kMaxTrials = 6;
 
 std::string ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -113,11 +114,16 @@ bool RunAndSignal(const std::vector<std::string>& args, const std::string& dir, 
   while (!sent && std::chrono::steady_clock::now() < deadline) {
     const long long size = TemporarySize(pid, dir);
     if (size > (when == KillAt::kCreate ? -1 : 0)) {
+      // Stopped first, so that the signal lands where the writer was seen,
+      // not after it raced on to its rename; a stopped process takes SIGKILL
+      // at once and any other signal when continued.
+      kill(pid, SIGSTOP);
       sent = kill(pid, signal_number) == 0;
+      kill(pid, SIGCONT);
       break;
     }
     if (waitpid(pid, nullptr, WNOHANG) == pid) return false;
-    usleep(200);
+    usleep(50);
   }
   if (!sent) kill(pid, SIGKILL);  // the deadline passed: fail below, don't leak
   int status = 0;
@@ -178,10 +184,12 @@ class AtomicOutputTest : public ::testing::TestWithParam<Writer> {
   // the old file or the complete new one, the folder must hold what it held
   // before (no temporary left, whatever the signal), and at least one signal
   // must have hit the writer while its temporary was open.
+  // A trial whose writer finished between two polls catches nothing; up to
+  // kMaxTrials are run until `trials` have caught the writer mid-way.
   void SignalRepeatedly(KillAt when, int signal_number, int trials) {
     const std::string complete = CompleteOutput();
     int caught = 0;
-    for (int trial = 0; trial < trials; ++trial) {
+    for (int trial = 0; trial < kMaxTrials && caught < trials; ++trial) {
       WriteTextFile(Out(), kOldContents);
       const bool ended = RunAndSignal(Args(), dir_, when, signal_number);
       const std::string now = ReadBytes(Out());

@@ -173,9 +173,10 @@ TEST(CmdReplayTest, AnAllocationThatFailsIsAnErrorNamingRankBufferAndBytes) {
     setenv("ASAN_OPTIONS", previous, 1);
   }
   EXPECT_EQ(tracked.exit_code, 1) << tracked.err;
-  EXPECT_THAT(tracked.err, ::testing::MatchesRegex(
+  // (A sanitizer's allocator may warn on stderr first.)
+  EXPECT_THAT(tracked.err, ::testing::ContainsRegex(
                                "jitpipe replay: .*: rank [0-9]+, index [0-9]+ \\([^)]*\\): "
-                               "buffer [0-9]+: 1099511627776 bytes could not be allocated.*\n"));
+                               "buffer [0-9]+: 1099511627776 bytes could not be allocated"));
   EXPECT_EQ(arena.exit_code, 1) << arena.err;
   EXPECT_THAT(arena.err, HasSubstr("bytes could not be allocated"));
   EXPECT_THAT(arena.err, HasSubstr(": the arena of "));
