@@ -5,6 +5,8 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "base/parallel_for.h"
 #include "base/status_macros.h"
@@ -20,6 +22,20 @@ struct Candidate {
   int v = 0;
 };
 
+// What execution sees of a program: the cut, its placement and every rank's
+// actions, bubbles left out (they are display only).
+uint64_t ProgramHash(const Schedule& s, const std::string& layout) {
+  std::string text = absl::StrCat(layout, "#", s.chains, ":");
+  for (int r : s.stage_to_rank) absl::StrAppend(&text, r, ",");
+  for (const RankProgram& program : s.ranks) {
+    text += "|";
+    for (const Action& a : program) {
+      if (!a.is_bubble()) absl::StrAppend(&text, a.ToString(), " ");
+    }
+  }
+  return absl::HashOf(text);
+}
+
 absl::StatusOr<CompareRow> Evaluate(const ModelFile& file, const Candidate& c,
                                     const CompareOptions& options) {
   ASSIGN_OR_RETURN(Schedule s, Generate({.schedule = c.generator->name,
@@ -33,7 +49,9 @@ absl::StatusOr<CompareRow> Evaluate(const ModelFile& file, const Candidate& c,
   CompareRow row{.schedule = c.generator->name,
                  .stages_per_rank = s.stages_per_rank,
                  .layout = staged.partition->ToLayout(file.layers),
-                 .simulation = std::move(p.simulation)};
+                 .simulation = std::move(p.simulation),
+                 .program_hash = 0};
+  row.program_hash = ProgramHash(s, row.layout);
   double busy = 0;
   for (const RankSimulation& r : row.simulation.ranks) busy += r.busy_us;
   row.work_us = busy / s.pp;
@@ -80,6 +98,12 @@ absl::StatusOr<Comparison> CompareSchedules(const LayeredModel& model,
     }
   }
   std::stable_sort(out.rows.begin(), out.rows.end(), RowOrder);
+  absl::flat_hash_map<uint64_t, std::string> first;
+  for (CompareRow& row : out.rows) {
+    auto [it, inserted] = first.try_emplace(row.program_hash,
+                                            absl::StrCat(row.schedule, " v", row.stages_per_rank));
+    if (!inserted) row.same_as = it->second;
+  }
   if (!out.rows.empty() && out.rows.front().fits()) out.best = 0;
   return out;
 }

@@ -13,13 +13,15 @@
 //
 // Rows are sorted: those whose every rank fits by makespan, then those
 // that run out of memory by makespan (ties by name, then v). The first row
-// that fits is the answer.
+// that fits is the answer. A row whose program another row already runs
+// (bubbles aside) says which (CompareRow::same_as).
 //
 // Pure; thread-compatible; rows are evaluated on up to `threads` threads
 // (base/parallel_for.h), the result not depending on it.
 #ifndef JITPIPE_PLANNING_COMPARE_H_
 #define JITPIPE_PLANNING_COMPARE_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -47,6 +49,11 @@ struct CompareRow {
   double work_us = 0;       // compute per rank, averaged: the same on every row
   SimulationResult simulation = {};
   MemoryReport memory = {};
+  // "gpipe v1" when an earlier row (in the sorted order) runs the very same
+  // program on the same cut: interleaved-zb at v 1 is ZB-H1, looped-bfs at
+  // v 1 GPipe. Empty otherwise.
+  std::string same_as = {};
+  uint64_t program_hash = 0;  // of the cut, the stage placement and every rank's actions
   bool fits() const { return memory.fits(); }
 };
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "base/atomic_file.h"
 #include "base/status_macros.h"
@@ -90,6 +91,15 @@ void PrintComparisonTable(const CompareHeader& h, const Comparison& c) {
                 ms ? 1 : 2, scale * r.simulation.exposed_reduce_us, heaviest.c_str(),
                 FitCell(r.memory).c_str());
   }
+  std::vector<std::string> duplicates;
+  for (const CompareRow& r : c.rows) {
+    if (!r.same_as.empty()) {
+      duplicates.push_back(absl::StrCat(r.schedule, " v", r.stages_per_rank, " = ", r.same_as));
+    }
+  }
+  if (!duplicates.empty()) {
+    std::printf("the same program as an earlier row: %s\n", absl::StrJoin(duplicates, ", ").c_str());
+  }
   if (c.best < 0 && !c.rows.empty()) {
     std::printf("no schedule fits: every row runs out of memory on some rank\n");
   }
@@ -130,6 +140,7 @@ void PrintComparisonJson(const CompareHeader& h, const Comparison& c) {
                     {"heaviest_rank", r.memory.heaviest},
                     {"heaviest_bytes", r.memory.Heaviest().total()},
                     {"fits", r.fits()},
+                    {"same_as", r.same_as.empty() ? Json(nullptr) : Json(r.same_as)},
                     {"margin_bytes", tight.has_limit() ? Json(tight.margin()) : Json(nullptr)},
                     {"memory", MemoryJson(r.memory)}});
   }

@@ -120,6 +120,27 @@ TEST(CompareTest, StagesPerRankAndLayoutRestrictTheRows) {
             "stages per rank must be >= 1, got 0");
 }
 
+// interleaved-zb at one stage per rank generates ZB-H1's very program: the
+// later of the two rows says so; rows whose orders differ (looped-bfs v 1
+// runs its backwards in reverse, GPipe in order) are not marked.
+TEST(CompareTest, ARowRunningAnEarlierRowsProgramSaysSo) {
+  ASSERT_OK_AND_ASSIGN(Comparison c, CompareSchedules(Uniform(), {.pp = 4, .microbatches = 8}));
+  const CompareRow* zb = Find(c, "zb-h1", 1);
+  const CompareRow* izb = Find(c, "interleaved-zb", 1);
+  ASSERT_NE(zb, nullptr);
+  ASSERT_NE(izb, nullptr);
+  EXPECT_EQ(zb->program_hash, izb->program_hash);
+  const bool zb_first = zb < izb;  // rows is one vector, sorted
+  EXPECT_EQ((zb_first ? izb : zb)->same_as, zb_first ? "zb-h1 v1" : "interleaved-zb v1");
+  EXPECT_EQ((zb_first ? zb : izb)->same_as, "");
+  ASSERT_NE(Find(c, "looped-bfs", 1), nullptr);
+  EXPECT_EQ(Find(c, "looped-bfs", 1)->same_as, "");
+  EXPECT_EQ(Find(c, "gpipe", 1)->same_as, "");
+  int marked = 0;
+  for (const CompareRow& r : c.rows) marked += !r.same_as.empty();
+  EXPECT_EQ(marked, 1);
+}
+
 TEST(CompareTest, DoesNotDependOnThreads) {
   ASSERT_OK_AND_ASSIGN(Comparison one, CompareSchedules(Uniform(), {.pp = 4, .microbatches = 8,
                                                                     .threads = 1}));
