@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <optional>
 #include <functional>
 #include <limits>
@@ -11,8 +12,10 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "planning/partition.h"
+#include "scheduler/passes/lower.h"
 #include "planning/zero_bubble_heuristic.h"
 #include "scheduler/generators/generate.h"
 
@@ -75,8 +78,20 @@ class Search {
         start_(absl::Now()) {}
 
   absl::StatusOr<AutoScheduleResult> Run() {
-    RETURN_IF_ERROR(MakeContexts());
-    RETURN_IF_ERROR(BuiltIns());
+    if (file_.layered()) {
+      // The built-ins' cuts give the list scheduler's placements theirs.
+      RETURN_IF_ERROR(BuiltIns());
+      RETURN_IF_ERROR(MakeContexts());
+      if (contexts_.empty() && builtin_contexts_.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "layout \"", options_.partition.layout, "\" fits none of the placements searched (",
+            options_.pp, " ranks x ", absl::StrJoin(options_.stages_per_rank, " or "),
+            " stages per rank, or two chains of ", options_.pp, " stages)"));
+      }
+    } else {
+      RETURN_IF_ERROR(MakeContexts());
+      RETURN_IF_ERROR(BuiltIns());
+    }
     RETURN_IF_ERROR(Heuristic());
     for (const Context& c : contexts_) RETURN_IF_ERROR(ListGrid(c));
     RETURN_IF_ERROR(EarlyReceives());
@@ -89,6 +104,13 @@ class Search {
   }
 
  private:
+  // The fastest built-in of one placement: its cut is that placement's for
+  // the list scheduler and the heuristic.
+  struct BuiltInCut {
+    bool fits = false;
+    double makespan_us = kInf;
+    const Context* context = nullptr;
+  };
   // The budget ends the search once some schedule fits.
   bool OutOfTime() {
     if (!best_.has_value() || absl::Now() - start_ < options_.time_budget) return false;
@@ -107,9 +129,21 @@ class Search {
         c.v = v;
         c.placement = placement;
         if (file_.layered()) {
-          ASSIGN_OR_RETURN(Partition cut, EvenPartition(file_.layers, p * v));
-          ASSIGN_OR_RETURN(c.model, StageModel(file_.layers, cut));
-          c.layout = cut.ToLayout(file_.layers);
+          const PartitionChoice& choice = options_.partition;
+          if (!choice.layout.empty()) {
+            absl::StatusOr<Partition> cut = ParseLayout(choice.layout, file_.layers, p * v);
+            if (!cut.ok()) continue;  // another stage count than the layout's
+            ASSIGN_OR_RETURN(c.model, StageModel(file_.layers, *cut));
+            c.layout = cut->ToLayout(file_.layers);
+          } else if (auto it = builtin_cuts_.find({v, placement});
+                     choice.method == PartitionMethod::kBalanced && it != builtin_cuts_.end()) {
+            c.model = it->second.context->model;
+            c.layout = it->second.context->layout;
+          } else {
+            ASSIGN_OR_RETURN(Partition cut, EvenPartition(file_.layers, p * v));
+            ASSIGN_OR_RETURN(c.model, StageModel(file_.layers, cut));
+            c.layout = cut.ToLayout(file_.layers);
+          }
         } else {
           c.model = file_.stages;
           RETURN_IF_ERROR(CheckModelFits(c.model, p * v));
@@ -169,21 +203,40 @@ class Search {
         Context own;
         const Context* c = v1;
         if (file_.layered()) {
-          ASSIGN_OR_RETURN(Partition cut, EvenPartition(file_.layers, s->stages_per_chain()));
-          ASSIGN_OR_RETURN(own.model, StageModel(file_.layers, cut, s->chains));
-          own.layout = cut.ToLayout(file_.layers);
+          if (OutOfTime()) return absl::OkStatus();
+          PartitionChoice choice = options_.partition;
+          choice.use_recorded_layout = false;
+          // Half the budget at most for the cuts: the search needs the rest.
+          choice.time_budget = std::max(absl::ZeroDuration(),
+                                        options_.time_budget / 2 - (absl::Now() - start_));
+          absl::StatusOr<StagedModel> staged = ModelForSchedule(file_, *s, choice);
+          if (!staged.ok() && !choice.layout.empty() &&
+              staged.status().code() == absl::StatusCode::kInvalidArgument) {
+            continue;  // the layout has another stage count
+          }
+          if (!staged.ok()) return staged.status();
+          own.model = std::move(staged->model);
+          own.layout = std::move(staged->layout);
           own.v = v;
+          own.placement = s->placement;
+          own.stage_to_rank = s->stage_to_rank;
           own.times = StageTimesOf(own.model, s->stage_to_rank);
+          if (s->chains == 1) {
+            own.lower_bound = PipelineLowerBound(own.times, own.stage_to_rank, options_.pp,
+                                                 options_.microbatches, &own.lower_bound_rank);
+          }
           c = &builtin_contexts_.emplace_back(std::move(own));
         } else if (s->num_stages() != options_.pp || s->chains != 1) {
           continue;  // per-stage costs give one stage per rank only
         }
         const std::string name = absl::StrCat("built-in ", g.name, " (v ", v, ")");
         std::optional<Evaluation> e;
+        double any_us = kInf;  // fitting or not
         for (RecvPlacement recv : {RecvPlacement::kJit, RecvPlacement::kEarly}) {
           if (recv == RecvPlacement::kEarly && !TransfersCost(*c)) break;
           ASSIGN_OR_RETURN(std::optional<Evaluation> judged,
                            Judge(*s, *c, recv, name, /*simulate_if_over=*/true));
+          if (judged.has_value()) any_us = std::min(any_us, judged->makespan_us);
           if (judged.has_value() && judged->fits &&
               (!e.has_value() || judged->makespan_us < e->makespan_us)) {
             e = judged;
@@ -194,9 +247,24 @@ class Search {
           best_builtin_ = name;
           best_builtin_us_ = e->makespan_us;
         }
+        if (s->chains == 1 && file_.layered()) {
+          const bool fits = e.has_value() && e->fits;
+          NoteCut(*c, v, s->placement, fits, fits ? e->makespan_us : any_us);
+        }
       }
     }
     return absl::OkStatus();
+  }
+
+  // Keeps the fastest built-in's cut per placement, those that fit first
+  // (`fits`: the built-in fits in `makespan_us`, its best judged step).
+  void NoteCut(const Context& c, int v, Placement placement, bool fits, double makespan_us) {
+    const BuiltInCut candidate{.fits = fits, .makespan_us = makespan_us, .context = &c};
+    auto [it, inserted] = builtin_cuts_.try_emplace({v, placement}, candidate);
+    if (!inserted && std::make_pair(!fits, makespan_us) <
+                         std::make_pair(!it->second.fits, it->second.makespan_us)) {
+      it->second = candidate;
+    }
   }
 
   absl::Status Heuristic() {
@@ -344,21 +412,28 @@ class Search {
     return nullptr;
   }
 
-  AutoScheduleResult Result() {
+  absl::StatusOr<AutoScheduleResult> Result() {
     AutoScheduleResult out;
-    out.schedule = std::move(best_->schedule);
-    out.schedule.name = "auto";
+    out.compute_only = std::move(best_->schedule);
+    out.compute_only.name = "auto";
     out.evaluation = std::move(best_->evaluation);
     out.description = std::move(best_->description);
     const Context& c = *best_->context;
     out.layout = c.layout;
-    // A built-in's context has no bound of its own: its placement's is the
-    // same (the same cut). Two chains (DualPipe) fit no one-chain bound:
-    // the busiest rank's busy time is one.
-    const Context* placement = ContextFor(c.v, out.schedule.placement);
-    if (placement != nullptr && out.schedule.chains == 1) {
-      out.lower_bound_us = placement->lower_bound;
-      out.lower_bound_rank = placement->lower_bound_rank;
+    if (file_.layered()) {
+      out.cut_method = !options_.partition.layout.empty() ? "layout"
+                       : std::string(PartitionMethodName(options_.partition.method));
+    }
+    // What was judged, as EvaluateSchedule lowered it.
+    ASSIGN_OR_RETURN(out.schedule, Lower(out.compute_only, {.recv = out.evaluation.recv,
+                                                           .reduce_grad = true}));
+    out.schedule.layout = out.layout;
+    out.schedule.model_fingerprint = file_.fingerprint;
+    // Two chains (DualPipe) fit no one-chain bound: the busiest rank's busy
+    // time is one.
+    if (out.compute_only.chains == 1) {
+      out.lower_bound_us = c.lower_bound;
+      out.lower_bound_rank = c.lower_bound_rank;
     } else {
       for (const RankSimulation& r : out.evaluation.simulation.ranks) {
         if (r.busy_us > out.lower_bound_us) {
@@ -371,6 +446,12 @@ class Search {
     for (const Context& ctx : contexts_) {
       out.best_lower_bound_us = std::min(out.best_lower_bound_us, ctx.lower_bound);
     }
+    for (const Context& ctx : builtin_contexts_) {
+      if (ctx.lower_bound > 0) {
+        out.best_lower_bound_us = std::min(out.best_lower_bound_us, ctx.lower_bound);
+      }
+    }
+    if (out.best_lower_bound_us == kInf) out.best_lower_bound_us = out.lower_bound_us;
     out.best_builtin = best_builtin_;
     out.best_builtin_us = best_builtin_us_;
     out.heuristic_us = heuristic_us_;
@@ -387,6 +468,7 @@ class Search {
   const absl::Time start_;
   std::vector<Context> contexts_;
   std::deque<Context> builtin_contexts_;  // stable addresses
+  std::map<std::pair<int, Placement>, BuiltInCut> builtin_cuts_;
   absl::flat_hash_set<std::string> seen_;
   std::vector<Candidate> fitting_;
   std::optional<Candidate> best_;
@@ -432,7 +514,13 @@ absl::StatusOr<AutoScheduleResult> AutoSchedule(const ModelFile& model,
         "the auto scheduler needs a memory limit: give one, or a model with device memory");
   }
   AutoScheduleOptions effective = options;
-  if (!model.layered()) effective.stages_per_rank = {1};  // per-stage costs: p stages
+  if (!model.layered()) {
+    if (!options.partition.layout.empty()) {
+      return absl::InvalidArgumentError(
+          "a layout needs a version 2 model (layers); this one gives per-stage costs");
+    }
+    effective.stages_per_rank = {1};  // per-stage costs: p stages, as given
+  }
   Search search(model, effective, std::move(training));
   return search.Run();
 }

@@ -1,11 +1,18 @@
 // The auto scheduler: the compute order with the smallest simulated step
 // whose memory, all of it (rank_memory.h), fits every rank's limit.
 //
+// The cut of a version 2 model's layers into stages is searched with the
+// order (AutoScheduleOptions::partition): balanced by default, every
+// built-in on its own balanced cut, as `compare --partition balanced` cuts
+// its rows, and each placement's list and heuristic candidates on the cut
+// of that placement's fastest built-in; a given layout is honoured (only
+// placements with its stage count are searched); `even` cuts evenly.
+//
 // Candidates, judged exactly (schedule_eval.h: lowered with REDUCE_GRAD,
 // planned, simulated), in a fixed order:
-//   1. every built-in schedule at each searched v, its stages cut evenly
-//      from the same layers (a version 2 model; a version 1 model searches
-//      v = 1 only, its stages as given);
+//   1. every built-in schedule at each searched v, its stages cut as above
+//      (a version 2 model; a version 1 model searches v = 1 only, its
+//      stages as given);
 //   2. the zero-bubble heuristic (zero_bubble_heuristic.h; v = 1);
 //   3. the list scheduler (list_scheduler.h) over placements (one stage per
 //      rank; two per rank in a V and in a loop) x I/W split or full B x
@@ -39,6 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "planning/list_scheduler.h"
+#include "planning/model_for_schedule.h"
 #include "planning/schedule_eval.h"
 #include "scheduler/ir/model_file.h"
 
@@ -51,13 +59,23 @@ struct AutoScheduleOptions {
   MemoryReserve reserve = {};  // kept back from every limit (layered_model.h)
   std::vector<int> stages_per_rank = {1, 2};  // a version 1 model: 1 only
   absl::Duration time_budget = absl::Seconds(10);
+  // How a version 2 model's layers are cut (the predict options and the
+  // recorded-layout switch are not used; half the time budget at most goes
+  // to balancing the built-ins' cuts).
+  PartitionChoice partition = {.method = PartitionMethod::kBalanced};
 };
 
 struct AutoScheduleResult {
-  Schedule schedule;          // compute-only, name "auto"
+  // The program judged, name "auto": lowered as it was judged (REDUCE_GRAD
+  // on, receives as evaluation.recv), with the cut and the model's
+  // fingerprint recorded (Schedule::layout, ::model_fingerprint), so that
+  // `simulate` of it under the same model gives evaluation.makespan_us.
+  Schedule schedule;
+  Schedule compute_only;       // the same order before lowering
   Evaluation evaluation = {};  // its memory, makespan and receive placement
   std::string description;    // what it is: "list schedule, V placement, ..." or "built-in zbv"
   std::string layout;         // version 2: the cut, one chain
+  std::string cut_method;     // version 2: "balanced", "even" or "layout"
 
   double lower_bound_us = 0;       // of its placement
   int lower_bound_rank = -1;       // the rank that sets it; -1: the critical path does
@@ -78,8 +96,9 @@ struct AutoScheduleResult {
 };
 
 // Errors: InvalidArgument for pp or microbatches < 1, a v other than 1 or
-// 2, no limit (neither memory_limit nor a device limit in the model), or a
-// limit <= 0; NotFound when no candidate fits (naming the lightest rank's
+// 2, no limit (neither memory_limit nor a device limit in the model), a
+// limit <= 0, a layout or balanced partition asked of a version 1 model, a
+// layout no searched placement has the stages of; NotFound when no candidate fits (naming the lightest rank's
 // need); those of partitioning the model.
 absl::StatusOr<AutoScheduleResult> AutoSchedule(const ModelFile& model,
                                                 const AutoScheduleOptions& options);

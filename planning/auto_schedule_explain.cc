@@ -55,12 +55,12 @@ double PipelineLowerBound(const StageTimes& t, const std::vector<int>& stage_to_
 
 std::string AutoScheduleResult::Explain() const {
   const double t = evaluation.makespan_us;
-  std::string out = absl::StrCat("chose: ", description, "; receives ",
-                                 evaluation.recv == RecvPlacement::kEarly
-                                     ? "posted early (lower with --recv early)"
-                                     : "just in time (the default lowering)",
-                                 layout.empty() ? "" : absl::StrCat("; layers \"", layout, "\""),
-                                 "\n");
+  std::string out = absl::StrCat(
+      "chose: ", description, "; receives ",
+      evaluation.recv == RecvPlacement::kEarly ? "posted early" : "just in time",
+      " (the program written is lowered so)",
+      layout.empty() ? "" : absl::StrCat("; layers \"", layout, "\" (", cut_method, " cut)"),
+      "\n");
   absl::StrAppendFormat(
       &out, "step: %s; lower bound %s (%s): %s; over all placements searched %s: %s\n",
       FormatMicros(t), FormatMicros(lower_bound_us),

@@ -22,6 +22,12 @@ absl::StatusOr<PartitionMethod> ParsePartitionMethod(absl::string_view name) {
 absl::StatusOr<StagedModel> ModelForSchedule(const ModelFile& file, const Schedule& schedule,
                                              const PartitionChoice& choice) {
   StagedModel out;
+  if (!schedule.model_fingerprint.empty() && !file.fingerprint.empty() &&
+      schedule.model_fingerprint != file.fingerprint) {
+    out.model_mismatch = absl::StrCat("the schedule was made for another model (",
+                                      schedule.model_fingerprint, "; this one is ",
+                                      file.fingerprint, ")");
+  }
   if (!file.layered()) {
     if (!choice.layout.empty() || choice.method != PartitionMethod::kEven) {
       return absl::InvalidArgumentError(
@@ -57,11 +63,21 @@ absl::StatusOr<StagedModel> ModelForSchedule(const ModelFile& file, const Schedu
     out.partition = std::move(balanced.partition);
     out.budget_ended = balanced.budget_ended;
     out.how = "balanced";
+  } else if (choice.use_recorded_layout && !schedule.layout.empty()) {
+    absl::StatusOr<Partition> recorded = ParseLayout(schedule.layout, layered, stages);
+    if (!recorded.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the cut the schedule records does not fit this model: ",
+                       recorded.status().message(), " (give --layout or --partition)"));
+    }
+    out.partition = *std::move(recorded);
+    out.how = "recorded";
   } else {
     ASSIGN_OR_RETURN(out.partition, EvenPartition(layered, stages));
     out.how = "even";
   }
   ASSIGN_OR_RETURN(out.model, StageModel(layered, *out.partition, schedule.chains));
+  out.layout = out.partition->ToLayout(layered);
   return out;
 }
 

@@ -21,6 +21,7 @@
 #include "scheduler/ir/schedule_io.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
+#include "tools/model_input.h"
 
 
 namespace jitpipe::cli {
@@ -43,6 +44,10 @@ absl::StatusOr<AutoScheduleOptions> AutoOptionsFromFlags() {
     }
     options.stages_per_rank = {v};
   }
+  // --layout, --partition even|balanced; unset: balanced.
+  ASSIGN_OR_RETURN(PartitionChoice partition, PartitionFromFlags());
+  options.partition.layout = partition.layout;
+  if (!partition.use_recorded_layout) options.partition.method = partition.method;
   return options;
 }
 
@@ -53,6 +58,11 @@ int RunAuto(const Command& command, const std::string& out) {
   if (!options.ok()) return UsageError(command, options.status().message());
   absl::StatusOr<ModelFile> model = LoadModelFile(model_path, MaxInputBytes());
   if (!model.ok()) return Fail(command, model.status());
+  if (!model->layered() && !absl::GetFlag(FLAGS_partition).empty()) {
+    return Fail(command, absl::InvalidArgumentError(absl::StrCat(
+                             model_path, ": --partition needs a version 2 model (layers); this "
+                                         "one gives per-stage costs")));
+  }
   absl::StatusOr<AutoScheduleResult> result = AutoSchedule(*model, *options);
   if (!result.ok()) {
     return Fail(command, absl::Status(result.status().code(),
@@ -64,10 +74,24 @@ int RunAuto(const Command& command, const std::string& out) {
     std::fputs(explanation.c_str(), stderr);
     return kExitOk;
   }
-  if (absl::Status saved = SaveSchedule(out, result->schedule); !saved.ok()) {
+  // A CSV is what PyTorch and torchtitan load: the compute order alone
+  // (their runtimes lower it themselves); it cannot record the cut.
+  const bool csv = *FormatForOutput(out) == ScheduleFileFormat::kCsv;
+  if (absl::Status saved = SaveSchedule(out, csv ? result->compute_only : result->schedule);
+      !saved.ok()) {
     return Fail(command, saved);
   }
-  std::printf("wrote %s\n%s", out.c_str(), explanation.c_str());
+  std::printf("wrote %s%s\n%s", out.c_str(),
+              csv ? ": the compute order (a CSV holds neither lowering nor cut)" : "",
+              explanation.c_str());
+  if (csv) {
+    std::printf("to run what was judged: jitpipe lower %s --reduce-grad --recv %s -o FILE.json; "
+                "plan and simulate it with --model %s%s\n",
+                out.c_str(), result->evaluation.recv == RecvPlacement::kEarly ? "early" : "jit",
+                model_path.c_str(),
+                result->layout.empty() ? ""
+                                       : absl::StrCat(" --layout \"", result->layout, "\"").c_str());
+  }
   return kExitOk;
 }
 
@@ -90,6 +114,8 @@ int RunGenerate(const Command& command, const Invocation& invocation) {
   for (const auto& [flag, spelled] : {std::pair{"model", "--model"},
                                        std::pair{"memory_limit", "--memory-limit"},
                                        std::pair{"reserve", "--reserve"},
+                                       std::pair{"layout", "--layout"},
+                                       std::pair{"partition", "--partition"},
                                        std::pair{"time_budget", "--time-budget"}}) {
     if (invocation.IsSet(flag)) {
       return UsageError(command, absl::StrCat(spelled, " applies to --schedule auto only"));
@@ -127,13 +153,18 @@ absl::string_view Summary() {
         "backwards, with the bubbles PyTorch emits, go to -o FILE as jitpipe JSON or PyTorch "
         "CSV (by extension), or as JSON to stdout. Parameters a schedule cannot run with exit "
         "1, stating the constraint and valid alternatives.\n\n--schedule auto --model MODEL "
-        "[--memory-limit BYTES] [--time-budget S] searches compute "
-        "orders (every built-in schedule, the zero-bubble heuristic, and a list scheduler over "
-        "one- and two-stage placements, I/W split, W deferral, warm-up depth and receive "
-        "placement) for the smallest simulated step whose memory, all of it, fits every rank: "
-        "--memory-limit, else the model's device memory. It explains what it chose: the "
-        "binding constraint, the distance to the lower bound, the best built-in and the "
-        "heuristic.\n\nschedules:\n");
+        "[--memory-limit BYTES] [--time-budget S] [--layout L | --partition even|balanced] "
+        "searches compute orders (every built-in schedule, the zero-bubble heuristic, and a "
+        "list scheduler over one- and two-stage placements, I/W split, W deferral, warm-up "
+        "depth and receive placement) and, for a version 2 model, the cut of its layers "
+        "(balanced by default: each built-in on its own balanced cut, the other candidates on "
+        "their placement's best; a --layout is honoured) for the smallest simulated step whose "
+        "memory, all of it, fits every rank: --memory-limit, else the model's device memory. "
+        "It writes the program it judged, lowered (REDUCE_GRAD on, receives as judged), with "
+        "the cut and the model's fingerprint in a JSON file (a CSV holds neither: it prints "
+        "them), so `simulate FILE --model MODEL` gives the step it printed; and explains what "
+        "it chose: the binding constraint, the distance to the lower bound, the best built-in "
+        "and the heuristic.\n\nschedules:\n");
     for (const GeneratorInfo& g : AllGenerators()) {
       const std::string label =
           g.aliases.empty() ? g.name
@@ -156,7 +187,7 @@ Command GenerateCommand() {
                   "[-o FILE]",
       .summary = Summary(),
       .flags = {"schedule", "pp", "microbatches", "stages_per_rank", "output", "model",
-                "memory_limit", "reserve", "time_budget"},
+                "memory_limit", "reserve", "time_budget", "layout", "partition"},
       .min_positional = 0,
       .max_positional = 0,
       .run = RunGenerate,

@@ -324,6 +324,7 @@ int RunPlan(const Command& command, const Invocation& invocation) {
                   std::string(MemoryPolicyName(options->policy)).c_str(), staged->how.c_str(),
                   TrainingSummary(*model, staged->training).c_str(),
                   MemoryTable(*memory).c_str(), HeaviestLine(*memory).c_str());
+      std::printf("%s\n", CutLine(*staged).c_str());
     }
   }
   std::fputs(map.c_str(), stdout);

@@ -40,12 +40,14 @@ using Json = nlohmann::ordered_json;
 
 double Percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 
-void PrintTable(const std::string& path, const Prediction& p, bool overlap) {
+void PrintTable(const std::string& path, const Prediction& p, bool overlap,
+                const std::string& cut) {
   const Schedule& s = p.lowered;
   const SimulationResult& r = p.simulation;
   std::printf("%s: pp %d, %d stages, %d microbatches; %s%s\n", path.c_str(), s.pp,
               s.num_stages(), s.microbatches, s.name.empty() ? "" : (s.name + ", ").c_str(),
               overlap ? "with the overlap pass" : "as lowered");
+  if (!cut.empty()) std::printf("%s\n", cut.c_str());
   std::printf("%4s %12s %12s %12s %12s %14s\n", "rank", "busy", "span", "end", "reduce",
               "peak");
   for (const RankSimulation& rank : r.ranks) {
@@ -163,6 +165,7 @@ int RunSimulate(const Command& command, const Invocation& invocation) {
     out["minimum_exposed_reduce_us"] = MinimumExposedReduceUs(p->lowered, *model, p->simulation);
     out["reductions_modelled"] = p->reductions_modelled;
     out["overlap"] = overlap;
+    if (staged->layered) out["layout"] = staged->layout;
     if (comparison.has_value()) {
       out["compare_overlap"] = {{"without", ResultJson(comparison->without)},
                                 {"with", ResultJson(comparison->with)},
@@ -171,7 +174,7 @@ int RunSimulate(const Command& command, const Invocation& invocation) {
     std::printf("%s\n", out.dump(1).c_str());
     return kExitOk;
   }
-  PrintTable(path, *p, overlap);
+  PrintTable(path, *p, overlap, CutLine(*staged));
   if (comparison.has_value()) PrintComparison(*comparison);
   return kExitOk;
 }
@@ -195,7 +198,7 @@ Command SimulateCommand() {
           "overlap pass; --compare-overlap reports the exposed reduction without and with it, and "
           "the theoretical minimum (planning/reduction_floor.h). "
           "--trace writes the simulated timeline as a Chrome trace. A version 2 (layered) MODEL is "
-          "cut into the schedule's stages evenly, by --layout or --partition balanced.",
+          "cut into the schedule's stages by --layout, --partition, the cut the schedule file records (auto writes it), else evenly; the cut used is printed.",
       .flags = {"model", "layout", "partition", "time_budget", "trace", "json", "overlap", "compare_overlap",
                 "legacy_names"},
       .min_positional = 1,

@@ -28,6 +28,10 @@ absl::StatusOr<StagedModel> LoadModelForSchedule(const std::string& path,
                                                  const Schedule& schedule,
                                                  const PartitionChoice& choice);
 
+// "cut: Et*3|t*2|t*2|tL (balanced)": the line plan and simulate print for
+// a version 2 model; "" for a version 1 model (its stages are as given).
+std::string CutLine(const StagedModel& staged);
+
 }  // namespace jitpipe::cli
 
 #endif  // JITPIPE_TOOLS_MODEL_INPUT_H_

@@ -1,5 +1,6 @@
 #include "scheduler/ir/model_file.h"
 
+#include <cstdint>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,6 +9,15 @@
 #include "base/status_macros.h"
 
 namespace jitpipe {
+
+std::string ModelFingerprint(absl::string_view text) {
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a, 64 bits
+  for (char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 0x100000001b3ull;
+  }
+  return absl::StrCat("fnv1a64:", absl::Hex(hash, absl::kZeroPad16));
+}
 
 absl::StatusOr<ModelFile> ParseModelFileJson(absl::string_view text) {
   ASSIGN_OR_RETURN(nlohmann::json doc, ParseJsonDocument(text));
@@ -19,6 +29,7 @@ absl::StatusOr<ModelFile> ParseModelFileJson(absl::string_view text) {
   } else {
     ASSIGN_OR_RETURN(out.stages, ParseModelJson(text));
   }
+  out.fingerprint = ModelFingerprint(text);
   return out;
 }
 

@@ -19,9 +19,17 @@ struct ModelFile {
   int version = kModelVersion;
   Model stages = {};    // version 1
   LayeredModel layers = {};  // version 2
+  // Identifies the document this was read from: "fnv1a64:" and 16 hex
+  // digits of the FNV-1a hash of its bytes (an identity, not a signature;
+  // any edit, whitespace too, changes it). Schedules a planner made for
+  // this model record it (schedule.h).
+  std::string fingerprint = {};
 
   bool layered() const { return version == kLayeredModelVersion; }
 };
+
+// ModelFile::fingerprint of a document's text.
+std::string ModelFingerprint(absl::string_view text);
 
 // Parses a model document of either version and validates it. Errors:
 // InvalidArgument naming the field; a newer version is refused as written by

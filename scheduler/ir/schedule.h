@@ -60,6 +60,14 @@ struct Schedule {
   std::vector<int> stage_to_rank;
   bool lowered = false;
   std::vector<RankProgram> ranks;
+  // What the program was made for, when a planner recorded it (the JSON
+  // file's "layout" and "model_fingerprint"; a CSV carries neither): the cut
+  // of a version 2 model into one chain's stages, as a layout string that
+  // commands taking --model use unless given --layout or --partition; and
+  // the model file's fingerprint (model_file.h), so that a command handed
+  // another model says so. Empty when not recorded.
+  std::string layout;
+  std::string model_fingerprint;
 
   int num_stages() const { return static_cast<int>(stage_to_rank.size()); }
   int stages_per_chain() const { return num_stages() / chains; }

@@ -18,6 +18,9 @@ namespace jitpipe {
 namespace {
 
 constexpr int64_t kMaxCount = std::numeric_limits<int32_t>::max();
+// "layout" and "model_fingerprint": a layout of 16384 stages written out
+// stage by stage stays under this.
+constexpr size_t kMaxRecordedText = size_t{1} << 20;
 
 // Where an action is, for messages: `rank 1, index 3 ("0F1")`.
 std::string Describe(const Schedule& s, ActionPosition at) {
@@ -89,6 +92,8 @@ struct WrittenFields {
   std::optional<Placement> placement;
   std::optional<bool> lowered;
   std::optional<std::vector<int>> stage_to_rank;
+  std::string layout;
+  std::string model_fingerprint;
 };
 
 absl::StatusOr<WrittenFields> ParseOptionalFields(const nlohmann::json& doc, int64_t pp,
@@ -103,6 +108,17 @@ absl::StatusOr<WrittenFields> ParseOptionalFields(const nlohmann::json& doc, int
   }
   if (Has(doc, "stage_to_rank")) {
     ASSIGN_OR_RETURN(written.stage_to_rank, ParseStageToRank(doc, pp, v));
+  }
+  // Bounded: a layout or a fingerprint is a line, not a document.
+  for (auto [key, field] : {std::pair{"layout", &written.layout},
+                            std::pair{"model_fingerprint", &written.model_fingerprint}}) {
+    if (!Has(doc, key)) continue;
+    ASSIGN_OR_RETURN(*field, GetString(doc, key, ""));
+    if (field->size() > kMaxRecordedText) {
+      return absl::InvalidArgumentError(absl::StrCat("\"", key, "\" is ", field->size(),
+                                                     " bytes; at most ", kMaxRecordedText,
+                                                     " are read"));
+    }
   }
   return written;
 }
@@ -234,6 +250,8 @@ absl::StatusOr<Schedule> ResolveHeader(Schedule s, const WrittenFields& written)
                      return Describe(s, at);
                    }));
   RETURN_IF_ERROR(ResolveLowered(s, written.lowered, facts));
+  s.layout = written.layout;
+  s.model_fingerprint = written.model_fingerprint;
   ASSIGN_OR_RETURN(std::string source, ResolveStageToRank(s, written, facts));
   RETURN_IF_ERROR(ValidateHeader(s));
   if (!source.empty()) RETURN_IF_ERROR(CheckStageRanks(s, source));
@@ -349,8 +367,12 @@ void WriteScheduleJson(const Schedule& s, absl::FunctionRef<void(absl::string_vi
   for (size_t i = 0; i < s.stage_to_rank.size(); ++i) {
     absl::StrAppend(&header, i > 0 ? ", " : "", s.stage_to_rank[i]);
   }
-  absl::StrAppend(&header, "], \"lowered\": ", s.lowered ? "true" : "false",
-                  ",\n \"ranks\": [\n");
+  absl::StrAppend(&header, "], \"lowered\": ", s.lowered ? "true" : "false");
+  if (!s.layout.empty()) absl::StrAppend(&header, ",\n \"layout\": ", JsonQuote(s.layout));
+  if (!s.model_fingerprint.empty()) {
+    absl::StrAppend(&header, ",\n \"model_fingerprint\": ", JsonQuote(s.model_fingerprint));
+  }
+  header += ",\n \"ranks\": [\n";
   sink(header);
   for (size_t r = 0; r < s.ranks.size(); ++r) {
     sink("  ");
