@@ -1,5 +1,8 @@
 #include "tools/replay_transformer.h"
 
+#include <algorithm>
+#include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
