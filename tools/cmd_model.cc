@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "base/atomic_file.h"
 #include "planning/transformer.h"
+#include "tools/transformer_flags.h"
 #include "scheduler/ir/layered_model.h"
 #include "base/byte_units.h"
 #include "tools/commands.h"
@@ -65,9 +66,8 @@ ABSL_FLAG(std::string, reduce, "all_reduce", "gradient reduction: all_reduce or 
 ABSL_FLAG(int, buckets, 1, "gradient reduction buckets per stage");
 
 namespace jitpipe::cli {
-namespace {
 
-absl::StatusOr<TransformerShape> ShapeFromFlags() {
+absl::StatusOr<TransformerShape> TransformerShapeFromFlags(std::optional<double> tflops) {
   TransformerShape x;
   x.layers = absl::GetFlag(FLAGS_layers);
   x.hidden = absl::GetFlag(FLAGS_hidden);
@@ -81,7 +81,7 @@ absl::StatusOr<TransformerShape> ShapeFromFlags() {
   x.sequence_parallel = absl::GetFlag(FLAGS_sequence_parallel);
   x.swiglu = absl::GetFlag(FLAGS_swiglu);
   x.rmsnorm = absl::GetFlag(FLAGS_rmsnorm);
-  x.tflops = absl::GetFlag(FLAGS_tflops);
+  x.tflops = tflops.value_or(absl::GetFlag(FLAGS_tflops));
   absl::StatusOr<Dtype> dtype = ParseDtype(absl::GetFlag(FLAGS_dtype));
   if (!dtype.ok()) return absl::InvalidArgumentError(absl::StrCat("--dtype: ", dtype.status().message()));
   x.dtype = *dtype;
@@ -111,6 +111,8 @@ absl::StatusOr<TransformerShape> ShapeFromFlags() {
   }
   return x;
 }
+
+namespace {
 
 absl::Status NonNegative(double value, absl::string_view flag) {
   if (std::isfinite(value) && value >= 0) return absl::OkStatus();
@@ -253,7 +255,7 @@ int RunModel(const Command& command, const Invocation& invocation) {
                                               command.synopsis));
     }
   }
-  absl::StatusOr<TransformerShape> shape = ShapeFromFlags();
+  absl::StatusOr<TransformerShape> shape = TransformerShapeFromFlags();
   if (!shape.ok()) return UsageError(command, shape.status().message());
   absl::StatusOr<LayeredModel> model = BuildTransformerModel(*shape);
   if (!model.ok()) return UsageError(command, model.status().message());

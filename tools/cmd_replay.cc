@@ -43,6 +43,8 @@
 #include "runtime/gpu/replay.h"
 #include "tools/common_flags.h"
 #include "tools/model_input.h"
+#include "tools/replay_transformer.h"
+#include "tools/transformer_flags.h"
 #include "traces/chrome_trace_writer.h"
 #include "traces/timeline_trace.h"
 #include "comm/world_plugin.h"
@@ -55,8 +57,10 @@ ABSL_FLAG(std::string, backend, "inproc",
           "a set of streams on one GPU), nccl or nccl-lazy (a process and a GPU per rank) when "
           "built in");
 ABSL_FLAG(std::string, stage, "",
-          "the stages: mlp (an exact MLP, checked against a reference trainer) or cost (spends "
-          "the model's times and moves its byte sizes; needs --model)");
+          "the stages: mlp (an exact MLP, checked against a reference trainer), cost (spends "
+          "the model's times and moves its byte sizes; needs --model) or transformer (an exact "
+          "fp32 decoder-only transformer, checked against a reference trainer; needs --model "
+          "from `jitpipe model` and the shape flags it was written with)");
 ABSL_FLAG(int, steps, 1, "training steps to run");
 ABSL_FLAG(int, dp, 0, "data-parallel replicas (pp x dp ranks); default: the model's dp.size, else 1");
 ABSL_FLAG(double, timeout, 60, "seconds any wait may take before the run fails");
@@ -112,13 +116,16 @@ absl::StatusOr<ReplayFlags> FlagsFromCommandLine(const Invocation& invocation,
   f.backend = backend;
   ASSIGN_OR_RETURN(f.traits, BackendTraitsOf(backend));
   f.stage = absl::GetFlag(FLAGS_stage);
-  if (f.stage != "mlp" && f.stage != "cost") {
+  if (f.stage != "mlp" && f.stage != "cost" && f.stage != "transformer") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--stage must be mlp or cost", f.stage.empty() ? "" : ", not \"",
+        absl::StrCat("--stage must be mlp, cost or transformer", f.stage.empty() ? "" : ", not \"",
                      f.stage, f.stage.empty() ? "" : "\""));
   }
-  if (f.stage == "cost" && !model.has_value()) {
-    return absl::InvalidArgumentError("--stage cost needs --model MODEL");
+  if ((f.stage == "cost" || f.stage == "transformer") && !model.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat("--stage ", f.stage, " needs --model MODEL"));
+  }
+  if (f.stage == "transformer" && backend != "inproc") {
+    return absl::InvalidArgumentError("--stage transformer runs on --backend inproc only");
   }
   f.steps = absl::GetFlag(FLAGS_steps);
   f.dp = invocation.IsSet("dp") ? absl::GetFlag(FLAGS_dp) : model ? model->dp.size : 1;
@@ -334,15 +341,21 @@ absl::Status WriteTrace(const std::string& path, const std::string& source, cons
 }
 
 // The worst of every step's check (the steps are identical: same
-// parameters, same data), or nullopt for the cost stage.
+// parameters, same data), or nullopt for the cost stage. `transformer`: the
+// transformer stage's check, else the mlp's (when `mlp` is set).
 absl::StatusOr<std::optional<MlpComparison>> CheckMlp(const ReplayResult& r,
                                                       const MlpStageFactory* mlp,
+                                                      const TransformerReplay* transformer,
                                                       const Model& model) {
-  if (mlp == nullptr) return std::optional<MlpComparison>();
-  const MlpReference reference = RunMlpReference(mlp->options(), mlp->layout());
+  if (mlp == nullptr && transformer == nullptr) return std::optional<MlpComparison>();
+  std::optional<MlpReference> reference;
+  if (mlp != nullptr) reference = RunMlpReference(mlp->options(), mlp->layout());
   std::optional<MlpComparison> worst;
   for (double loss : r.step_loss) {
-    ASSIGN_OR_RETURN(MlpComparison c, CompareWithReference(reference, loss, *mlp, model.dp.reduce));
+    ASSIGN_OR_RETURN(MlpComparison c,
+                     mlp != nullptr
+                         ? CompareWithReference(*reference, loss, *mlp, model.dp.reduce)
+                         : transformer->check(loss, model.dp.reduce));
     if (!worst || c.loss_error > worst->loss_error) worst = c;
   }
   return worst;
@@ -355,7 +368,8 @@ int RunReplay(const Command& command, const Invocation& invocation) {
   // A model of either version: a version 2 one (layers) is staged for the
   // schedule below, with --layout / --partition, as plan and simulate do.
   std::optional<ModelFile> file;
-  std::optional<Model> model;  // its dp settings now, its stage costs once staged
+  std::optional<Model> model;
+  std::optional<Partition> partition_used;  // a version 2 model's cut  // its dp settings now, its stage costs once staged
   const std::string model_path = absl::GetFlag(FLAGS_model);
   if (!model_path.empty()) {
     absl::StatusOr<ModelFile> loaded = LoadModelFile(model_path, MaxInputBytes());
@@ -385,6 +399,7 @@ int RunReplay(const Command& command, const Invocation& invocation) {
                                         absl::StrCat(model_path, ": ", staged.status().message())));
     }
     model = std::move(staged->model);
+    partition_used = staged->partition;
   }
   // Receives placed as the backend needs (runtime/replay_plan.h).
   absl::StatusOr<Schedule> lowered = LowerForBackend(*input, f.traits, f.run.buffers);
@@ -402,6 +417,29 @@ int RunReplay(const Command& command, const Invocation& invocation) {
     if (!sized.ok()) return Fail(command, in_file(sized.status()));
     base = *std::move(sized);
     factory = std::move(owned);
+  }
+  std::optional<TransformerReplay> transformer;
+  if (f.stage == "transformer") {
+    if (!partition_used.has_value()) {
+      return UsageError(command, absl::StrCat("--stage transformer needs a version 2 model (`jitpipe "
+                                              "model`); ", model_path, " is version 1"));
+    }
+    absl::StatusOr<TransformerShape> shape = TransformerShapeFromFlags(/*tflops=*/1.0);
+    if (!shape.ok()) return UsageError(command, shape.status().message());
+    absl::StatusOr<TransformerReplay> made = MakeTransformerReplay(
+        model_path, *shape, file->layers, *partition_used, *lowered, f.dp);
+    if (!made.ok()) {
+      if (made.status().code() == absl::StatusCode::kInvalidArgument) {
+        return UsageError(command, made.status().message());
+      }
+      return Fail(command, made.status());
+    }
+    transformer = *std::move(made);
+    absl::StatusOr<Model> sized =
+        ModelWithStageSizes(base, lowered->num_stages(), *transformer->factory);
+    if (!sized.ok()) return Fail(command, in_file(sized.status()));
+    base = *std::move(sized);
+    factory = std::move(transformer->factory);
   }
   absl::StatusOr<ReplayPlan> plan = PlanReplay(*std::move(lowered), base, f.policy);
   if (!plan.ok()) return Fail(command, in_file(plan.status()));
@@ -476,7 +514,8 @@ int RunReplay(const Command& command, const Invocation& invocation) {
   if (!result.ok()) return Fail(command, in_file(result.status()));
   absl::StatusOr<std::optional<MlpComparison>> check =
       device_check.has_value() ? std::optional<MlpComparison>(device_check)
-                               : CheckMlp(*result, mlp, plan->model);
+                               : CheckMlp(*result, mlp, transformer ? &*transformer : nullptr,
+                                           plan->model);
   if (!check.ok()) return Fail(command, in_file(check.status()));
   if (const std::string trace = absl::GetFlag(FLAGS_trace); !trace.empty()) {
     if (absl::Status s = WriteTrace(trace, path, f, *plan, *result); !s.ok()) return Fail(command, s);
@@ -505,7 +544,7 @@ int RunReplay(const Command& command, const Invocation& invocation) {
 Command ReplayCommand() {
   return Command{
       .name = "replay",
-      .synopsis = "replay FILE --backend inproc|mpi|cuda|nccl|nccl-lazy --stage mlp|cost [--model MODEL] [--steps N] "
+      .synopsis = "replay FILE --backend inproc|mpi|cuda|nccl|nccl-lazy --stage mlp|cost|transformer [--model MODEL] [--steps N] "
                   "[--dp N] [--policy jit|eager] [--trace OUT] [--timeout SECONDS] "
                   "[--flight-dir DIR] [--json]",
       .summary =
@@ -517,7 +556,15 @@ Command ReplayCommand() {
           "(blocks of 2 Linear(32x32)+tanh layers, 8 samples per microbatch, seed 1; --model "
           "optional, its dp settings apply) and checks the loss and every gradient against an "
           "unpipelined reference trainer (exit 1 beyond 1e-5 relative); --stage cost spends "
-          "the model's times and moves its byte sizes. On a timeout every rank dumps its "
+          "the model's times and moves its byte sizes; --stage transformer (inproc; when built "
+          "with OpenBLAS) runs an exact fp32 decoder-only transformer (RMSNorm, rotary GQA "
+          "attention kept as output + log-sum-exp, SwiGLU, embedding on the first stage, cross "
+          "entropy on the last) cut as --model's partition cuts it, and checks it against an "
+          "unpipelined reference trainer (exit 1 beyond 1e-5 relative): MODEL is what `jitpipe "
+          "model` wrote, and since a model file holds sizes, not the shape, replay takes the "
+          "same shape flags `jitpipe model` was given (--layers, --hidden, --heads, --kv-heads, "
+          "--ffn, --vocab, --seq, --microbatch-size, --dtype fp32, --swiglu, --rmsnorm; --tflops "
+          "is not needed) and refuses a MODEL whose layers' bytes differ from theirs. On a timeout every rank dumps its "
           "flight record (--flight-dir) and the error names the operation that never matched. "
           "--backend mpi (when built with MPI): run as `mpirun -np <pp x dp> jitpipe replay "
           "FILE --backend mpi ...`, one process per rank; every process reads FILE and MODEL, "
@@ -531,6 +578,9 @@ Command ReplayCommand() {
           "ones staged through host memory. Without a CUDA device these exit 1 with \"no "
           "CUDA device\".",
       .flags = {"backend", "stage", "model", "layout", "partition", "time_budget", "steps", "dp", "policy",
+                "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq", "microbatch_size",
+                "tp", "dtype", "sequence_parallel", "swiglu", "rmsnorm", "recompute", "attention",
+                "dropout", "loss_dtype", "tied_embeddings",
                 "buffers", "measure_costs", "graph", "trace",
                 "timeout", "flight_dir", "json", "legacy_names"},
       .min_positional = 1,

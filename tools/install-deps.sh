@@ -11,6 +11,7 @@ packages=(
   libabsl-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   openmpi-bin libopenmpi-dev
+  libopenblas-dev
   clang-14 libclang-rt-14-dev
 )
 

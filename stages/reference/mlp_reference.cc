@@ -66,22 +66,24 @@ absl::StatusOr<MlpComparison> CompareWithReference(const MlpReference& reference
 absl::StatusOr<MlpComparison> CompareWithReference(
     const MlpReference& reference, double loss, const MlpLayout& layout,
     absl::FunctionRef<std::vector<float>(int stage, int replica)> finished, ReduceKind reduce) {
-  const size_t elements = reference.block_grads.empty() ? 0 : reference.block_grads[0].size();
   MlpComparison out;
   out.loss = loss;
   out.reference_loss = reference.loss;
   out.loss_error = std::abs(loss - reference.loss) / std::max(std::abs(reference.loss), 1e-300);
-  std::vector<float> sum(elements);
+  std::vector<float> sum;
   for (int k = 0; k < layout.dp; ++k) {
-    // Under reduce-scatter replica k holds elements [begin, end) of the sum.
-    size_t begin = 0, end = elements;
-    if (reduce == ReduceKind::kReduceScatter) {
-      const size_t shard = elements / static_cast<size_t>(layout.dp);
-      begin = shard * static_cast<size_t>(k);
-      end = begin + shard;
-    }
     for (int b = 0; b < layout.stages_per_chain; ++b) {
-      std::fill(sum.begin(), sum.end(), 0.0f);
+      // Blocks may differ in size (the transformer's parts do).
+      const std::vector<float>& ref = reference.block_grads[b];
+      const size_t elements = ref.size();
+      // Under reduce-scatter replica k holds elements [begin, end) of the sum.
+      size_t begin = 0, end = elements;
+      if (reduce == ReduceKind::kReduceScatter) {
+        const size_t shard = elements / static_cast<size_t>(layout.dp);
+        begin = shard * static_cast<size_t>(k);
+        end = begin + shard;
+      }
+      sum.assign(elements, 0.0f);
       for (int c = 0; c < layout.chains; ++c) {
         const int stage = c * layout.stages_per_chain + b;
         const std::vector<float> g = finished(stage, k);
@@ -91,7 +93,6 @@ absl::StatusOr<MlpComparison> CompareWithReference(
         }
         for (size_t e = begin; e < end; ++e) sum[e] += g[e];
       }
-      const std::vector<float>& ref = reference.block_grads[b];
       double largest = 0, worst = 0;
       for (size_t e = 0; e < elements; ++e) largest = std::max(largest, std::abs(double{ref[e]}));
       for (size_t e = begin; e < end; ++e) {

@@ -203,8 +203,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         UsageCase{{"--stage", "mlp", "--backend", "tcp"},
                   "--backend must be inproc, mpi, cuda, nccl or nccl-lazy, not \"tcp\""},
-        UsageCase{{}, "--stage must be mlp or cost"},
-        UsageCase{{"--stage", "gpu"}, "--stage must be mlp or cost, not \"gpu\""},
+        UsageCase{{}, "--stage must be mlp, cost or transformer"},
+        UsageCase{{"--stage", "gpu"}, "--stage must be mlp, cost or transformer, not \"gpu\""},
         UsageCase{{"--stage", "cost"}, "--stage cost needs --model MODEL"},
         UsageCase{{"--stage", "mlp", "--steps", "0"}, "--steps must be 1 or more"},
         UsageCase{{"--stage", "mlp", "--dp", "0"}, "--dp must be 1 or more"},
