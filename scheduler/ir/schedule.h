@@ -60,6 +60,10 @@ struct Schedule {
   std::vector<int> stage_to_rank;
   bool lowered = false;
   std::vector<RankProgram> ranks;
+  // The layer cut of one chain's stages as a Megatron-style layout string
+  // ("Et*3|t*4|t*4|t*3L", planning/partition.h), when the file records one;
+  // "" when unknown. Informational: no pass reads it; export writes it.
+  std::string layout = {};
 
   int num_stages() const { return static_cast<int>(stage_to_rank.size()); }
   int stages_per_chain() const { return num_stages() / chains; }

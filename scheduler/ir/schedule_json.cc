@@ -260,6 +260,9 @@ absl::StatusOr<Schedule> FromDocument(const nlohmann::json& doc,
     ASSIGN_OR_RETURN(int64_t chains, GetInt(doc, "chains", "", 1, kMaxCount));
     s.chains = static_cast<int>(chains);
   }
+  if (Has(doc, "layout")) {
+    ASSIGN_OR_RETURN(s.layout, GetString(doc, "layout", ""));
+  }
   ASSIGN_OR_RETURN(WrittenFields written, ParseOptionalFields(doc, pp, v));
 
   if (scanned_ranks != nullptr) {
@@ -349,8 +352,9 @@ void WriteScheduleJson(const Schedule& s, absl::FunctionRef<void(absl::string_vi
   for (size_t i = 0; i < s.stage_to_rank.size(); ++i) {
     absl::StrAppend(&header, i > 0 ? ", " : "", s.stage_to_rank[i]);
   }
-  absl::StrAppend(&header, "], \"lowered\": ", s.lowered ? "true" : "false",
-                  ",\n \"ranks\": [\n");
+  absl::StrAppend(&header, "], \"lowered\": ", s.lowered ? "true" : "false");
+  if (!s.layout.empty()) absl::StrAppend(&header, ",\n \"layout\": ", JsonQuote(s.layout));
+  header += ",\n \"ranks\": [\n";
   sink(header);
   for (size_t r = 0; r < s.ranks.size(); ++r) {
     sink("  ");
