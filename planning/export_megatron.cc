@@ -71,12 +71,12 @@ std::vector<std::string> Notes(const Schedule& s, const MegatronExport& e, bool 
   if (s.lowered) {
     notes.push_back("the input is lowered; its sends, receives and reductions are Megatron's own");
   }
-  if (has_cut) {
+  if (has_cut && s.stages_per_rank > 1) {
     notes.push_back(absl::StrCat("the virtual stages per rank (", s.stages_per_rank,
                                  ") come from the layout's ", s.num_stages(),
                                  " stages; Megatron refuses "
                                  "--num-virtual-stages-per-pipeline-rank beside a layout"));
-  } else {
+  } else if (!has_cut) {
     notes.push_back(absl::StrCat(
         "no layer cut known (no layout in the file, no --layout or --model): Megatron cuts "
         "--num-layers evenly into ", s.num_stages(), " stages (it must divide)"));
