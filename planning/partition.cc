@@ -205,9 +205,13 @@ absl::StatusOr<Partition> EvenPartition(const LayeredModel& model, int stages) {
   return p;
 }
 
+absl::StatusOr<std::string> ExpandLayout(absl::string_view layout) {
+  return LayoutExpander(layout).Expand();
+}
+
 absl::StatusOr<Partition> ParseLayout(absl::string_view layout, const LayeredModel& model,
                                       int stages) {
-  ASSIGN_OR_RETURN(std::string expanded, LayoutExpander(layout).Expand());
+  ASSIGN_OR_RETURN(std::string expanded, ExpandLayout(layout));
   const std::vector<absl::string_view> parts = absl::StrSplit(expanded, '|');
   if (static_cast<int>(parts.size()) != stages) {
     return absl::InvalidArgumentError(absl::StrCat("layout \"", layout, "\" has ", parts.size(),

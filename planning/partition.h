@@ -68,6 +68,12 @@ absl::StatusOr<Partition> EvenPartition(const LayeredModel& model, int stages);
 absl::StatusOr<Partition> ParseLayout(absl::string_view layout, const LayeredModel& model,
                                       int stages);
 
+// The layout with its repetitions unrolled and commas dropped: one symbol
+// (E, t, m, L) per layer and "|" per boundary, "Et*2|(t|)*2L" -> "Ett|t|tL".
+// It checks only the grammar, not the stages. Errors: InvalidArgument naming
+// the character (as ParseLayout), or an expansion beyond 2^20 symbols.
+absl::StatusOr<std::string> ExpandLayout(absl::string_view layout);
+
 // Checks a partition built in code against the model (boundaries as above,
 // the embedding in stage 0, the loss in the last stage).
 // Errors: InvalidArgument.

@@ -4,7 +4,7 @@ namespace jitpipe::cli {
 
 const std::vector<Command>& AllCommands() {
   static const std::vector<Command>* commands = new std::vector<Command>{
-      // In the order of the workflow: make, look, check, lower, predict, run.
+      // In the order of the workflow: make, look, check, lower, predict, hand over, run.
       ModelCommand(),
       GenerateCommand(),
       ShowCommand(),
@@ -15,6 +15,7 @@ const std::vector<Command>& AllCommands() {
       SimulateCommand(),
       CompareCommand(),
       RenderCommand(),
+      ExportCommand(),
       ReplayCommand(),
       FrAnalyzeCommand(),
   };

@@ -18,6 +18,7 @@ Command FrAnalyzeCommand();
 Command SimulateCommand();
 Command CompareCommand();
 Command RenderCommand();
+Command ExportCommand();
 
 }  // namespace jitpipe::cli
 

@@ -6,7 +6,8 @@
 //    "stage_to_rank": [0, 1, 2, 3, 0, 1, 2, 3], "lowered": false,
 //    "ranks": [["0F0", "0F1", null, ...], ...]}
 //
-// "chains" (default 1) is written only when it differs from 1. Unknown keys
+// "chains" (default 1) is written only when it differs from 1, "layout" (the
+// layer cut, a Megatron-style string) only when known. Unknown keys
 // are ignored: keys may be added within a version, none is renamed.
 // "schedule", "placement", "stage_to_rank" and "lowered" may be left out (a
 // hand-written file); they are then inferred from the programs as the CSV

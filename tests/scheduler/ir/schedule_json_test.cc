@@ -41,6 +41,20 @@ TEST(ScheduleJsonTest, WritesChainsOnlyWhenNotOne) {
   EXPECT_EQ(again.chains, 2);
 }
 
+// The layer cut (export's first source) is written only when known and
+// reads back; a file without it is byte for byte what it was.
+TEST(ScheduleJsonTest, WritesTheLayoutOnlyWhenKnown) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleJson(kValid));
+  EXPECT_EQ(s.layout, "");
+  EXPECT_EQ(ScheduleToJson(s).find("layout"), std::string::npos);
+  s.layout = "Et*2|t*2L";
+  const std::string text = ScheduleToJson(s);
+  EXPECT_NE(text.find("\"lowered\": false,\n \"layout\": \"Et*2|t*2L\",\n \"ranks\""),
+            std::string::npos);
+  ASSERT_OK_AND_ASSIGN(Schedule again, ParseScheduleJson(text));
+  EXPECT_EQ(again, s);
+}
+
 TEST(ScheduleJsonTest, IgnoresUnknownKeys) {
   std::string text = kValid;
   text.insert(1, "\"comment\": \"added later\", ");
