@@ -451,7 +451,9 @@ class Search {
         out.best_lower_bound_us = std::min(out.best_lower_bound_us, ctx.lower_bound);
       }
     }
-    if (out.best_lower_bound_us == kInf) out.best_lower_bound_us = out.lower_bound_us;
+    // The chosen placement's own bound too (DualPipe's is not a one-chain
+    // placement's).
+    out.best_lower_bound_us = std::min(out.best_lower_bound_us, out.lower_bound_us);
     out.best_builtin = best_builtin_;
     out.best_builtin_us = best_builtin_us_;
     out.heuristic_us = heuristic_us_;

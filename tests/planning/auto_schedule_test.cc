@@ -10,6 +10,7 @@
 #include "planning/list_scheduler.h"
 #include "planning/partition.h"
 #include "planning/zero_bubble_heuristic.h"
+#include "scheduler/passes/lower.h"
 #include "scheduler/analysis/validate_structure.h"
 #include "tests/testing/status_matchers.h"
 
@@ -189,6 +190,30 @@ TEST(AutoScheduleTest, VersionOneModelsAndTheBudget) {
   EXPECT_THAT(quick.Explain(), HasSubstr("the time budget ended the search early"));
 }
 
+// The result is the program judged: the compute order lowered as it was
+// judged, with the cut and the model's fingerprint recorded.
+TEST(AutoScheduleTest, TheResultIsTheLoweredProgramJudged) {
+  ModelFile file = UnitModel(4, 0.1);
+  file.fingerprint = "fnv1a64:0123456789abcdef";
+  ASSERT_OK_AND_ASSIGN(AutoScheduleResult r,
+                       AutoSchedule(file, {.pp = 4, .microbatches = 8, .memory_limit = 6 * kUnit}));
+  EXPECT_FALSE(r.compute_only.lowered);
+  EXPECT_TRUE(r.schedule.lowered);
+  ASSERT_OK_AND_ASSIGN(Schedule lowered, Lower(r.compute_only, {.recv = r.evaluation.recv,
+                                                                .reduce_grad = true}));
+  EXPECT_EQ(lowered.ranks, r.schedule.ranks);
+  EXPECT_EQ(r.schedule.layout, r.layout);
+  EXPECT_FALSE(r.layout.empty());
+  EXPECT_EQ(r.cut_method, "balanced");
+  EXPECT_EQ(r.schedule.model_fingerprint, file.fingerprint);
+  // A given layout is every candidate's cut.
+  AutoScheduleOptions laid{.pp = 4, .microbatches = 8, .memory_limit = 6 * kUnit};
+  laid.partition.layout = "t*3|t*2|t*2|t";
+  ASSERT_OK_AND_ASSIGN(AutoScheduleResult l, AutoSchedule(file, laid));
+  EXPECT_EQ(l.layout, "t*3|t*2|t*2|t");
+  EXPECT_EQ(l.cut_method, "layout");
+}
+
 TEST(AutoScheduleTest, Errors) {
   const ModelFile file = UnitModel(2);
   EXPECT_EQ(Message(AutoSchedule(file, {.pp = 2, .microbatches = 4})),
@@ -200,6 +225,12 @@ TEST(AutoScheduleTest, Errors) {
             "the auto scheduler places 1 or 2 stages per rank, not 4");
   EXPECT_EQ(Message(AutoSchedule(file, {.pp = 2, .microbatches = 4, .memory_limit = -1})),
             "the memory limit must be > 0 bytes, got -1");
+  ModelFile v1;
+  v1.stages.defaults.forward_us = 1;
+  AutoScheduleOptions laid{.pp = 2, .microbatches = 4, .memory_limit = 1 << 30};
+  laid.partition.layout = "t|t";
+  EXPECT_EQ(Message(AutoSchedule(v1, laid)),
+            "a layout needs a version 2 model (layers); this one gives per-stage costs");
   absl::StatusOr<AutoScheduleResult> none =
       AutoSchedule(file, {.pp = 2, .microbatches = 4, .memory_limit = 1000});
   EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);

@@ -65,6 +65,107 @@ TEST_F(CmdGenerateAutoTest, WithoutOutputTheJsonGoesToStdoutTheExplanationToStde
   EXPECT_THAT(r.err, HasSubstr(" of 6.00 MiB"));
 }
 
+// The text after `label` up to the next ';' or end of line.
+std::string After(const std::string& text, const std::string& label) {
+  const size_t at = text.find(label);
+  if (at == std::string::npos) return "";
+  const size_t from = at + label.size();
+  return text.substr(from, text.find_first_of(";\n", from) - from);
+}
+
+// A model `jitpipe model` writes (embedding, 8 decoder layers, a loss head
+// whose logits outweigh a layer's stash): auto cuts it balanced, writes the
+// lowered program it judged with its cut and the model's fingerprint, and
+// simulate of that file under the model gives the step auto printed; no
+// row of compare --partition balanced that fits is faster.
+TEST_F(CmdGenerateAutoTest, TheFileSimulatesToTheStepItPrintedAndBeatsCompare) {
+  const std::string model = dir_ + "/llama.json";
+  ASSERT_EQ(RunCli({"model", "--layers", "8", "--hidden", "1024", "--heads", "8", "--kv-heads",
+                    "2", "--ffn", "2816", "--vocab", "32000", "--seq", "2048", "--tflops", "400",
+                    "--swiglu", "--rmsnorm", "--device-memory", "2GiB", "-o", model})
+                .exit_code,
+            0);
+  const std::string out = dir_ + "/auto.json";
+  CliResult r = RunCli({"generate", "--schedule", "auto", "--pp", "4", "--microbatches", "8",
+                        "--model", model, "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("(balanced cut)"));
+  const std::string step = After(r.out, "step: ");
+  ASSERT_FALSE(step.empty()) << r.out;
+  ASSERT_OK_AND_ASSIGN(Schedule s, LoadSchedule(out));
+  EXPECT_TRUE(s.lowered);
+  EXPECT_THAT(r.out, HasSubstr("layers \"" + s.layout + "\" (balanced cut)"));
+  EXPECT_THAT(s.model_fingerprint, StartsWith("fnv1a64:"));
+
+  CliResult sim = RunCli({"simulate", out, "--model", model});
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_EQ(After(sim.out, "makespan "), step);
+  EXPECT_THAT(sim.out, HasSubstr("cut: " + s.layout + " (as the schedule file records it)"));
+  EXPECT_EQ(sim.err, "");
+  CliResult even = RunCli({"simulate", out, "--model", model, "--partition", "even"});
+  ASSERT_EQ(even.exit_code, 0) << even.err;
+  EXPECT_THAT(even.out, HasSubstr(" (even)"));
+
+  CliResult compare = RunCli({"compare", "--model", model, "--pp", "4", "--microbatches", "8",
+                              "--partition", "balanced", "--json"});
+  ASSERT_EQ(compare.exit_code, 0) << compare.err;
+  CliResult sim_json = RunCli({"simulate", out, "--model", model, "--json"});
+  ASSERT_EQ(sim_json.exit_code, 0) << sim_json.err;
+  const double auto_us = std::stod(After(sim_json.out, "\"makespan_us\": "));
+  const std::string rows = compare.out;
+  int fitting = 0;
+  for (size_t at = rows.find("\"makespan_us\": "); at != std::string::npos;
+       at = rows.find("\"makespan_us\": ", at + 1)) {
+    const size_t fits = rows.find("\"fits\": ", at);
+    ASSERT_NE(fits, std::string::npos);
+    if (rows.compare(fits + 8, 4, "true") != 0) continue;
+    ++fitting;
+    EXPECT_LE(auto_us, std::stod(rows.substr(at + 15)) * (1 + 1e-12));
+  }
+  EXPECT_GT(fitting, 0);
+
+  // Another model (its limit changed) is noted, not refused.
+  const std::string other = dir_ + "/other.json";
+  ASSERT_EQ(RunCli({"model", "--layers", "8", "--hidden", "1024", "--heads", "8", "--kv-heads",
+                    "2", "--ffn", "2816", "--vocab", "32000", "--seq", "2048", "--tflops", "400",
+                    "--swiglu", "--rmsnorm", "--device-memory", "3GiB", "-o", other})
+                .exit_code,
+            0);
+  CliResult noted = RunCli({"simulate", out, "--model", other});
+  EXPECT_EQ(noted.exit_code, 0) << noted.err;
+  EXPECT_THAT(noted.err, HasSubstr("note: " + other + ": the schedule was made for another model ("
+                                   + s.model_fingerprint + "; this one is fnv1a64:"));
+}
+
+// A given layout is the cut of every candidate; one that no placement
+// searched has the stages of is refused; a CSV holds the compute order.
+TEST_F(CmdGenerateAutoTest, HonoursALayoutAndSaysWhatACsvCannotHold) {
+  const std::string out = dir_ + "/auto.json";
+  CliResult r = RunCli({"generate", "--schedule", "auto", "--pp", "4", "--microbatches", "8",
+                        "--model", model_, "--layout", "t*3|t|t*2|t*2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("layers \"t*3|t|t*2|t*2\" (layout cut)"));
+  ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleJson(r.out));
+  EXPECT_EQ(s.layout, "t*3|t|t*2|t*2");
+  EXPECT_EQ(s.stages_per_chain(), 4);  // one stage per rank, or DualPipe's two chains
+
+  CliResult three = RunCli({"generate", "--schedule", "auto", "--pp", "4", "--microbatches", "8",
+                            "--model", model_, "--layout", "t*3|t*3|t*2"});
+  EXPECT_EQ(three.exit_code, 1);
+  EXPECT_THAT(three.err, HasSubstr("layout \"t*3|t*3|t*2\" fits none of the placements searched"));
+
+  const std::string csv = dir_ + "/auto.csv";
+  CliResult c = RunCli({"generate", "--schedule", "auto", "--pp", "4", "--microbatches", "8",
+                        "--model", model_, "-o", csv});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_THAT(c.out, StartsWith("wrote " + csv + ": the compute order (a CSV holds neither "
+                                "lowering nor cut)\n"));
+  EXPECT_THAT(c.out, HasSubstr("to run what was judged: jitpipe lower " + csv +
+                               " --reduce-grad --recv "));
+  ASSERT_OK_AND_ASSIGN(Schedule compute, LoadSchedule(csv));
+  EXPECT_FALSE(compute.lowered);
+}
+
 TEST_F(CmdGenerateAutoTest, Errors) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> usage = {
       {{"generate", "--schedule", "auto", "--pp", "4", "--microbatches", "8"},

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
@@ -53,6 +54,28 @@ TEST(ScheduleJsonTest, WritesTheLayoutOnlyWhenKnown) {
             std::string::npos);
   ASSERT_OK_AND_ASSIGN(Schedule again, ParseScheduleJson(text));
   EXPECT_EQ(again, s);
+}
+
+// The model a planner made the program for: written only when known, read
+// back, bounded, a string.
+TEST(ScheduleJsonTest, RecordsTheModelFingerprint) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, ParseScheduleJson(kValid));
+  EXPECT_EQ(ScheduleToJson(s).find("model_fingerprint"), std::string::npos);
+  s.layout = "Et*2|t*2L";
+  s.model_fingerprint = "fnv1a64:00000000deadbeef";
+  const std::string text = ScheduleToJson(s);
+  EXPECT_NE(text.find("\"layout\": \"Et*2|t*2L\",\n \"model_fingerprint\": "
+                      "\"fnv1a64:00000000deadbeef\",\n \"ranks\""),
+            std::string::npos);
+  ASSERT_OK_AND_ASSIGN(Schedule again, ParseScheduleJson(text));
+  EXPECT_EQ(again, s);
+  std::string number = kValid;
+  number.insert(1, "\"model_fingerprint\": 7, ");
+  EXPECT_FALSE(ParseScheduleJson(number).ok());
+  std::string huge = kValid;
+  huge.insert(1, absl::StrCat("\"layout\": \"", std::string((1 << 20) + 1, 't'), "\", "));
+  EXPECT_EQ(::jitpipe::testing::Message(ParseScheduleJson(huge)),
+            "\"layout\" is 1048577 bytes; at most 1048576 are read");
 }
 
 TEST(ScheduleJsonTest, IgnoresUnknownKeys) {
