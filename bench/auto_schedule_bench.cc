@@ -19,6 +19,7 @@
 // V placements each stage holds one), no parameters, nothing sent but
 // latency, so memory is activations alone.
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "bench/bench_support.h"
 #include "benchmark/benchmark.h"
 #include "planning/auto_schedule.h"
+#include "planning/transformer.h"
 
 namespace jitpipe::bench {
 namespace {
@@ -92,6 +94,46 @@ void BM_AutoSchedule(benchmark::State& state) {
 }
 BENCHMARK(BM_AutoSchedule)->Name("BM_AutoSchedule/pp8_m32")->Unit(benchmark::kMillisecond)
     ->Iterations(3);
+
+// What `jitpipe model` writes for Llama 3 8B (32 layers, an embedding and a
+// loss head whose logits outweigh a layer; 80 GiB, the standard reserve):
+// the search with the balanced partition (every built-in on its own cut).
+// Target 2 s at pp 8, m 32; at pp 64, m 256 (a 2-layer-per-rank model of
+// 128 layers) the search ends within its time budget, 10 s.
+ModelFile LlamaModel(int layers) {
+  TransformerShape shape{.layers = layers, .hidden = 4096, .heads = 32, .kv_heads = 8,
+                         .ffn = 14336, .vocab = 128256, .seq = 8192, .swiglu = true,
+                         .rmsnorm = true, .tflops = 400};
+  absl::StatusOr<LayeredModel> m = BuildTransformerModel(shape);
+  if (!m.ok()) std::abort();
+  m->device.memory_bytes = int64_t{80} << 30;
+  m->device.reserve = StandardReserve();
+  return ModelFile{.version = kLayeredModelVersion, .stages = {}, .layers = *std::move(m)};
+}
+
+void BM_AutoScheduleLlama(benchmark::State& state, int pp, int m, int layers, double budget_s,
+                          double target_ms) {
+  const ModelFile model = LlamaModel(layers);
+  const AutoScheduleOptions options{.pp = pp, .microbatches = m,
+                                    .time_budget = absl::Seconds(budget_s)};
+  absl::StatusOr<AutoScheduleResult> r = absl::UnknownError("not run");
+  for (auto _ : state) {
+    r = AutoSchedule(model, options);
+    if (!CheckOk(state, r.status())) return;
+  }
+  state.counters["judged"] = r->judged;
+  const double step_ms = r->evaluation.makespan_us / 1e3;
+  state.counters["step_ms"] = benchmark::Counter(step_ms);
+  state.counters["budget_ended"] = r->budget_exhausted;
+  Report(state, absl::StrFormat("llama3-8b-shaped, %d layers, pp%d m%d, balanced cut", layers,
+                                pp, m),
+         int64_t{pp} * m, 0, target_ms);
+}
+BENCHMARK_CAPTURE(BM_AutoScheduleLlama, pp8_m32, 8, 32, 32, 60.0, 2000)
+    ->Name("BM_AutoSchedule/llama8b_pp8_m32")->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(BM_AutoScheduleLlama, pp64_m256, 64, 256, 128, 10.0, 10000)
+    ->Name("BM_AutoSchedule/llama_pp64_m256_budget10s")->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 
 void BM_AutoGrid(benchmark::State& state, Case c) {
   const ModelFile model = GridModel(c.costs, c.pp);

@@ -125,38 +125,56 @@ class Search {
           v == 1 ? std::vector<Placement>{Placement::kLoop}
                  : std::vector<Placement>{Placement::kV, Placement::kLoop};
       for (Placement placement : placements) {
-        Context c;
-        c.v = v;
-        c.placement = placement;
+        std::vector<std::pair<Model, std::string>> cuts;  // the cost model and its layout
         if (file_.layered()) {
-          const PartitionChoice& choice = options_.partition;
-          if (!choice.layout.empty()) {
-            absl::StatusOr<Partition> cut = ParseLayout(choice.layout, file_.layers, p * v);
-            if (!cut.ok()) continue;  // another stage count than the layout's
-            ASSIGN_OR_RETURN(c.model, StageModel(file_.layers, *cut));
-            c.layout = cut->ToLayout(file_.layers);
-          } else if (auto it = builtin_cuts_.find({v, placement});
-                     choice.method == PartitionMethod::kBalanced && it != builtin_cuts_.end()) {
-            c.model = it->second.context->model;
-            c.layout = it->second.context->layout;
-          } else {
-            ASSIGN_OR_RETURN(Partition cut, EvenPartition(file_.layers, p * v));
-            ASSIGN_OR_RETURN(c.model, StageModel(file_.layers, cut));
-            c.layout = cut.ToLayout(file_.layers);
-          }
+          ASSIGN_OR_RETURN(cuts, CutsFor(v, placement));
         } else {
-          c.model = file_.stages;
-          RETURN_IF_ERROR(CheckModelFits(c.model, p * v));
+          RETURN_IF_ERROR(CheckModelFits(file_.stages, p * v));
+          cuts.emplace_back(file_.stages, "");
         }
-        c.stage_to_rank = StageToRank(placement, p, v);
-        c.times = StageTimesOf(c.model, c.stage_to_rank);
-        c.caps = ActivationCaps(c.model, training_, c.stage_to_rank, p);
-        c.lower_bound = PipelineLowerBound(c.times, c.stage_to_rank, p, options_.microbatches,
-                                           &c.lower_bound_rank);
-        contexts_.push_back(std::move(c));
+        for (auto& [model, layout] : cuts) {
+          Context c;
+          c.v = v;
+          c.placement = placement;
+          c.model = std::move(model);
+          c.layout = std::move(layout);
+          c.stage_to_rank = StageToRank(placement, p, v);
+          c.times = StageTimesOf(c.model, c.stage_to_rank);
+          c.caps = ActivationCaps(c.model, training_, c.stage_to_rank, p);
+          c.lower_bound = PipelineLowerBound(c.times, c.stage_to_rank, p, options_.microbatches,
+                                             &c.lower_bound_rank);
+          contexts_.push_back(std::move(c));
+        }
       }
     }
     return absl::OkStatus();
+  }
+
+  // The cuts one placement's list and heuristic candidates run on: a given
+  // layout (none when its stage count differs); for balanced, the even cut
+  // and, when it differs, the cut of the placement's fastest built-in (a
+  // cut balanced for one order is not always the better for another); the
+  // even cut otherwise.
+  absl::StatusOr<std::vector<std::pair<Model, std::string>>> CutsFor(int v, Placement placement) {
+    std::vector<std::pair<Model, std::string>> cuts;
+    const int stages = options_.pp * v;
+    const PartitionChoice& choice = options_.partition;
+    if (!choice.layout.empty()) {
+      absl::StatusOr<Partition> cut = ParseLayout(choice.layout, file_.layers, stages);
+      if (!cut.ok()) return cuts;  // another stage count than the layout's
+      ASSIGN_OR_RETURN(Model model, StageModel(file_.layers, *cut));
+      cuts.emplace_back(std::move(model), cut->ToLayout(file_.layers));
+      return cuts;
+    }
+    ASSIGN_OR_RETURN(Partition even, EvenPartition(file_.layers, stages));
+    ASSIGN_OR_RETURN(Model even_model, StageModel(file_.layers, even));
+    cuts.emplace_back(std::move(even_model), even.ToLayout(file_.layers));
+    if (choice.method != PartitionMethod::kBalanced) return cuts;
+    auto it = builtin_cuts_.find({v, placement});
+    if (it != builtin_cuts_.end() && it->second.context->layout != cuts.front().second) {
+      cuts.emplace_back(it->second.context->model, it->second.context->layout);
+    }
+    return cuts;
   }
 
   // Judges `s` under `c` unless the same programs were judged before; keeps
@@ -166,7 +184,8 @@ class Search {
                                                   RecvPlacement recv, std::string description,
                                                   bool simulate_if_over) {
     if (OutOfTime()) return std::nullopt;
-    if (!seen_.insert(absl::StrCat(RecvPlacementName(recv), Fingerprint(s))).second) {
+    if (!seen_.insert(absl::StrCat(RecvPlacementName(recv), c.layout, "#", Fingerprint(s)))
+             .second) {
       return std::nullopt;
     }
     absl::StatusOr<Evaluation> e =
@@ -267,21 +286,24 @@ class Search {
     }
   }
 
+  // On every cut of one stage per rank; the best is reported.
   absl::Status Heuristic() {
-    const Context* v1 = ContextFor(1, Placement::kLoop);
-    if (v1 == nullptr || OutOfTime()) return absl::OkStatus();
-    absl::StatusOr<HeuristicResult> h =
-        ZeroBubbleHeuristic(v1->model, training_, options_.pp, options_.microbatches);
-    if (!h.ok()) {
-      if (h.status().code() == absl::StatusCode::kNotFound) return absl::OkStatus();
-      return h.status();
+    for (const Context& c : contexts_) {
+      if (c.v != 1 || c.placement != Placement::kLoop) continue;
+      if (OutOfTime()) return absl::OkStatus();
+      absl::StatusOr<HeuristicResult> h =
+          ZeroBubbleHeuristic(c.model, training_, options_.pp, options_.microbatches);
+      if (!h.ok()) {
+        if (h.status().code() == absl::StatusCode::kNotFound) continue;
+        return h.status();
+      }
+      heuristic_us_ = std::min(heuristic_us_.value_or(kInf), h->evaluation.makespan_us);
+      h->schedule.name = "auto";
+      ASSIGN_OR_RETURN(std::optional<Evaluation> e,
+                       Judge(std::move(h->schedule), c, RecvPlacement::kJit,
+                             absl::StrCat("the zero-bubble heuristic (", h->flags, ")"), false));
+      (void)e;
     }
-    heuristic_us_ = h->evaluation.makespan_us;
-    h->schedule.name = "auto";
-    ASSIGN_OR_RETURN(std::optional<Evaluation> e,
-                     Judge(std::move(h->schedule), *v1, RecvPlacement::kJit,
-                           absl::StrCat("the zero-bubble heuristic (", h->flags, ")"), false));
-    (void)e;
     return absl::OkStatus();
   }
 

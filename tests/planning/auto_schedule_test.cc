@@ -10,6 +10,7 @@
 #include "planning/list_scheduler.h"
 #include "planning/partition.h"
 #include "planning/zero_bubble_heuristic.h"
+#include "planning/transformer.h"
 #include "scheduler/passes/lower.h"
 #include "scheduler/analysis/validate_structure.h"
 #include "tests/testing/status_matchers.h"
@@ -212,6 +213,25 @@ TEST(AutoScheduleTest, TheResultIsTheLoweredProgramJudged) {
   ASSERT_OK_AND_ASSIGN(AutoScheduleResult l, AutoSchedule(file, laid));
   EXPECT_EQ(l.layout, "t*3|t*2|t*2|t");
   EXPECT_EQ(l.cut_method, "layout");
+}
+
+// A shape `jitpipe model` writes (an embedding, decoder layers, a loss head
+// heavier than a layer): the step judged is the lowered program's simulated
+// step under the recorded cut.
+TEST(AutoScheduleTest, ARealShapeSimulatesToItsStep) {
+  TransformerShape shape{.layers = 8, .hidden = 1024, .heads = 8, .kv_heads = 2, .ffn = 2816,
+                         .vocab = 32000, .seq = 2048, .swiglu = true, .rmsnorm = true,
+                         .tflops = 400};
+  ASSERT_OK_AND_ASSIGN(LayeredModel layers, BuildTransformerModel(shape));
+  layers.device.memory_bytes = int64_t{2} << 30;
+  const ModelFile file{.version = kLayeredModelVersion, .stages = {}, .layers = layers};
+  ASSERT_OK_AND_ASSIGN(AutoScheduleResult r, AutoSchedule(file, {.pp = 4, .microbatches = 8}));
+  EXPECT_GT(r.evaluation.makespan_us, 0);
+  EXPECT_TRUE(r.evaluation.fits);
+  ASSERT_OK_AND_ASSIGN(StagedModel staged, ModelForSchedule(file, r.schedule));
+  EXPECT_EQ(staged.how, "recorded");
+  ASSERT_OK_AND_ASSIGN(Prediction p, Predict(r.schedule, staged.model));
+  EXPECT_DOUBLE_EQ(p.simulation.makespan_us, r.evaluation.makespan_us);
 }
 
 TEST(AutoScheduleTest, Errors) {
