@@ -18,23 +18,16 @@
 #include "absl/time/clock.h"
 #include "base/atomic_file.h"
 #include "base/status_macros.h"
-#include "comm/flight_analysis.h"
 #include "comm/inproc/inproc_world.h"
 #include "runtime/rank_report.h"
 #include "runtime/rank_runner.h"
+#include "runtime/replay_failure.h"
+#include "runtime/replay_merge.h"
 #include "runtime/replay_plan.h"
 #include "scheduler/analysis/validate.h"
-#include "stages/exec/timeline_transfers.h"
 
 namespace jitpipe {
 namespace {
-
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
 
 absl::Status InContext(const absl::Status& status, int world_rank, absl::string_view doing) {
   return absl::Status(status.code(),
@@ -103,11 +96,7 @@ class Replay {
     bool failed = false;
     for (const LocalRank& me : local_) failed |= !me.status.ok();
     if (failed) return Failed({});
-    if (world_.local_ranks().size() == static_cast<size_t>(world_.size())) {
-      std::vector<const RankOutcome*> all;
-      for (const LocalRank& me : local_) all.push_back(&me.outcome);
-      return Merge(all);
-    }
+    if (world_.local_ranks().size() == static_cast<size_t>(world_.size())) return Merge(Mine());
     std::vector<std::string> payloads;
     for (const LocalRank& me : local_) payloads.push_back(EncodeRankOutcome(me.outcome));
     absl::StatusOr<std::vector<std::string>> parts = world_.Gather(payloads, options_.timeout);
@@ -118,16 +107,17 @@ class Replay {
       }
       return Failed({});
     }
-    if (!world_.is_root()) return OwnPart();
+    if (!world_.is_root()) return Merge(Mine());  // its own ranks' part
     std::vector<RankOutcome> decoded(parts->size());
-    std::vector<const RankOutcome*> all;
+    std::vector<RankOutcomeOf> all;
     for (size_t w = 0; w < parts->size(); ++w) {
-      if (const LocalRank* me = Local(static_cast<int>(w)); me != nullptr) {
-        all.push_back(&me->outcome);
+      const int world_rank = static_cast<int>(w);
+      if (const LocalRank* me = Local(world_rank); me != nullptr) {
+        all.push_back({world_rank, &me->outcome});
         continue;
       }
       ASSIGN_OR_RETURN(decoded[w], DecodeRankOutcome((*parts)[w]));
-      all.push_back(&decoded[w]);
+      all.push_back({world_rank, &decoded[w]});
     }
     return Merge(all);
   }
@@ -303,157 +293,33 @@ class Replay {
   }
 
   // The failure path once the local ranks have ended (or are stuck): hand
-  // every local rank's failure to rank 0; there, the report.
+  // every local rank's failure to rank 0; there, the report
+  // (replay_failure.h).
   absl::Status Failed(const std::vector<size_t>& stuck) {
-    std::vector<RankFailure> mine(local_.size());
-    std::vector<std::string> payloads;
+    std::vector<RankFailure> mine;
     {
       absl::MutexLock lock(&mu_);
       for (size_t i = 0; i < local_.size(); ++i) {
         const LocalRank& me = local_[i];
-        RankFailure& f = mine[i];
-        f.world_rank = me.world_rank;
-        f.failed_at_us = me.failed_at_us;
-        f.record = records_[i];
-        f.dump_error = dump_errors_[i];
-        if (std::find(stuck.begin(), stuck.end(), i) != stuck.end()) {
-          f.stuck = true;
-          f.status = absl::DeadlineExceededError(
-              absl::StrCat("rank ", me.world_rank, ": still in a stage call ",
-                           absl::FormatDuration(options_.stuck_grace),
-                           " after the job was aborted"));
-        } else if (me.status.ok()) {  // it ended its steps; another rank failed
-          f.status = absl::AbortedError(
-              absl::StrCat("rank ", me.world_rank, " ended its steps but the job failed"));
-        } else {
-          f.status = me.status;
-        }
-        payloads.push_back(EncodeRankFailure(f));
+        const bool is_stuck = std::find(stuck.begin(), stuck.end(), i) != stuck.end();
+        mine.push_back(FailureOf({me.world_rank, me.status, is_stuck, me.failed_at_us,
+                                  records_[i], dump_errors_[i]},
+                                 options_.stuck_grace));
       }
     }
-    std::vector<std::optional<std::string>> collected =
-        world_.CollectAfterFailure(payloads, options_.timeout + options_.stuck_grace);
-    RankFailures failures(world_.size());
-    for (size_t w = 0; w < collected.size() && w < failures.size(); ++w) {
-      if (!collected[w].has_value()) continue;
-      absl::StatusOr<RankFailure> decoded = DecodeRankFailure(*collected[w]);
-      if (decoded.ok()) failures[w] = *std::move(decoded);
-    }
-    for (const RankFailure& f : mine) failures[f.world_rank] = f;  // exact, not re-read
-    if (!world_.is_root()) {  // this process's own root failure
-      const RankFailures local(mine.begin(), mine.end());
-      return mine[RootFailure(local)].status;
-    }
-    return FailureReport(failures);
+    return ExchangeFailures(world_, mine, options_);
   }
 
-  // At rank 0: the root failure, how the others stopped, where the records
-  // are and, for a timeout, the flight analysis.
-  absl::Status FailureReport(const RankFailures& failures) const {
-    const int root = RootFailure(failures);
-    const absl::Status& cause = failures[root]->status;
-    std::string message(cause.message());
-    if (std::string others = HowOthersStopped(failures, root); !others.empty()) {
-      absl::StrAppend(&message, "; other ranks: ", others);
-    }
-    std::vector<FlightRecord> records;
-    if (std::string unwritten =
-            KeepRecords(failures, options_.flight_dir, world_.local_ranks(), records);
-        !unwritten.empty()) {
-      absl::StrAppend(&message, "; flight records not written: ", unwritten);
-    }
-    if (cause.code() == absl::StatusCode::kDeadlineExceeded) {
-      const FlightAnalysis analysis = AnalyzeFlightRecords(records);
-      absl::StrAppend(&message, "; flight analysis",
-                      options_.flight_dir.empty()
-                          ? ""
-                          : absl::StrCat(" (records in ", options_.flight_dir, ")"),
-                      ": ", analysis.ok() ? "all operations matched" : analysis.first);
-    }
-    return absl::Status(cause.code(), message);
+  // This process's ranks' outcomes, in local order.
+  std::vector<RankOutcomeOf> Mine() const {
+    std::vector<RankOutcomeOf> mine;
+    for (const LocalRank& me : local_) mine.push_back({me.world_rank, &me.outcome});
+    return mine;
   }
 
-  RankReplay ReplayOf(int w, const RankOutcome& out) const {
-    const int rank = w % schedule_.pp;
-    std::vector<double> exposed;
-    for (const StepResult& r : out.steps) exposed.push_back(r.exposed_reduce_us);
-    return {w,
-            rank,
-            w / schedule_.pp,
-            out.peak_bytes,
-            plans_[rank].peak.bytes,
-            plans_[rank].arena.arena_bytes,
-            out.heap_allocations,
-            Median(exposed),
-            out.allocator_peak_bytes};
-  }
-
-  // Appends a rank's spans and samples; the first rank appended also brings
-  // the transfer table.
-  void AppendTimeline(const RankOutcome& out, Timeline& timeline) const {
-    if (!options_.record_timeline) return;
-    if (timeline.transfers.empty()) timeline.transfers = TimelineTransfersOf(executable_);
-    for (const StepResult& r : out.steps) {
-      timeline.spans.insert(timeline.spans.end(), r.timeline.spans.begin(), r.timeline.spans.end());
-      timeline.memory.insert(timeline.memory.end(), r.timeline.memory.begin(),
-                             r.timeline.memory.end());
-    }
-  }
-
-  // A process without rank 0: its own ranks' part.
-  ReplayResult OwnPart() const {
-    std::vector<const RankOutcome*> mine;
-    for (const LocalRank& me : local_) mine.push_back(&me.outcome);
-    ReplayResult result;
-    for (int step = 0; step < options_.steps; ++step) {
-      double start = 0, end = 0, loss = 0;
-      for (size_t i = 0; i < mine.size(); ++i) {
-        const StepResult& r = mine[i]->steps[step];
-        start = i == 0 ? r.start_us : std::min(start, r.start_us);
-        end = std::max(end, r.end_us);
-        loss += r.loss;
-      }
-      result.step_loss.push_back(loss);
-      result.step_us.push_back(end - start);
-    }
-    for (const LocalRank& me : local_) {
-      result.ranks.push_back(ReplayOf(me.world_rank, me.outcome));
-      result.exposed_reduce_us = std::max(result.exposed_reduce_us, result.ranks.back().exposed_reduce_us);
-      AppendTimeline(me.outcome, result.timeline);
-    }
-    result.peak_in_flight_bytes = world_.PeakInFlightBytes();
-    return result;
-  }
-
-  // Rank 0: every world rank's outcome, by world rank.
-  absl::StatusOr<ReplayResult> Merge(const std::vector<const RankOutcome*>& outcomes) const {
-    ReplayResult result;
-    std::vector<double> exposed(options_.steps, 0.0);
-    for (size_t w = 0; w < outcomes.size(); ++w) {
-      if (outcomes[w]->steps.size() != static_cast<size_t>(options_.steps)) {
-        return absl::InternalError(
-            absl::StrCat("rank ", w, " reported ", outcomes[w]->steps.size(), " steps"));
-      }
-    }
-    for (int step = 0; step < options_.steps; ++step) {
-      double start = 0, end = 0, loss = 0;
-      for (size_t w = 0; w < outcomes.size(); ++w) {
-        const StepResult& r = outcomes[w]->steps[step];
-        start = w == 0 ? r.start_us : std::min(start, r.start_us);
-        end = std::max(end, r.end_us);
-        loss += r.loss;
-        exposed[step] = std::max(exposed[step], r.exposed_reduce_us);
-      }
-      result.step_loss.push_back(loss);
-      result.step_us.push_back(end - start);
-    }
-    result.exposed_reduce_us = Median(exposed);
-    result.peak_in_flight_bytes = world_.PeakInFlightBytes();
-    for (size_t w = 0; w < outcomes.size(); ++w) {
-      result.ranks.push_back(ReplayOf(static_cast<int>(w), *outcomes[w]));
-      AppendTimeline(*outcomes[w], result.timeline);
-    }
-    return result;
+  absl::StatusOr<ReplayResult> Merge(const std::vector<RankOutcomeOf>& ranks) const {
+    return MergeOutcomes(ranks, {schedule_.pp, options_.steps, plans_, &executable_,
+                                 options_.record_timeline, world_.PeakInFlightBytes()});
   }
 
   const Schedule& schedule_;
@@ -541,7 +407,7 @@ absl::Status CheckInputs(const Schedule& schedule, const Executable& executable,
 
 }  // namespace
 
-double ReplayResult::median_step_us() const { return Median(step_us); }
+double ReplayResult::median_step_us() const { return MedianOf(step_us); }
 
 absl::StatusOr<ReplayResult> RunReplay(const Schedule& schedule, const Executable& executable,
                                        absl::Span<const RankMemoryPlan> plans,

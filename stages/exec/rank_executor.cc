@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
+#include "stages/exec/wait_strategy.h"
 
 namespace jitpipe {
 namespace {
@@ -105,7 +106,6 @@ RankExecutor::RankExecutor(const Schedule& schedule, const Executable& executabl
       context_(ContextOf(*buffers, *transport, options)),
       release_after_requests_(buffers->ReleasesAfterRequests()),
       allocate_after_sends_(buffers->ReusesReleasedBytes() && !release_after_requests_),
-      stream_ordered_(transport->device_streams() != nullptr),
       dp_group_(DataParallelGroupOf(rank, schedule.pp, options.dp)),
       dp_member_(options.replica),
       cursor_(CursorOf(schedule, executable, rank)) {
@@ -135,12 +135,7 @@ RankExecutor::RankExecutor(const Schedule& schedule, const Executable& executabl
   recv_span_.resize(num_recv_slots_);
   pending_recvs_.reserve(num_recv_slots_);
   pending_sends_.reserve(exe_.steps.size());
-  reduce_ticket_.assign(exe_.steps.size(), -1);
-  // A device transport posts its reductions on its own stream: no thread.
-  if (!stream_ordered_) {
-    reductions_ = std::make_unique<ReductionWorker>(transport, dp_group_, options_.reduce,
-                                                    options_.timeout, options_.origin);
-  }
+  wait_ = WaitStrategy::For(*this);
 }
 
 RankExecutor::~RankExecutor() = default;
@@ -214,13 +209,9 @@ absl::Status RankExecutor::BeginStep() {
   std::fill(recv_state_.begin(), recv_state_.end(), RecvState::kNotPosted);
   pending_recvs_.clear();
   pending_sends_.clear();
-  std::fill(reduce_ticket_.begin(), reduce_ticket_.end(), -1);
-  reduce_blocked_since_us_ = -1;
   waited_reduce_us_ = 0;
   reductions_started_ = 0;
-  device_reductions_.clear();
-  device_reduction_spans_.clear();
-  marker_state_ = MarkerState::kNone;
+  wait_->BeginStep();
   blocked_ = Blocked();
   position_ = -1;
   buffers_->ResetPeak();
@@ -291,7 +282,7 @@ absl::StatusOr<bool> RankExecutor::Execute(const Instruction& in) {
       Release(in.buffers);
       return AfterAction();
     case Step::kEnd:
-      return EndStep();
+      return wait_->EndStep();
     case Step::kDone:
       return true;
   }
@@ -300,17 +291,12 @@ absl::StatusOr<bool> RankExecutor::Execute(const Instruction& in) {
 
 absl::StatusOr<bool> RankExecutor::ReachWait(const Wait& wait) {
   switch (wait.kind) {
-    case WaitKind::kTransfer: {
-      const int32_t slot = recv_slot_[wait.local];
-      if (stream_ordered_) return OrderAfterRecv(slot);
-      ASSIGN_OR_RETURN(bool done, RecvDone(slot));
-      if (!done) return Block(Blocked::Kind::kRecv, slot);
-      return true;
-    }
+    case WaitKind::kTransfer:
+      return wait_->ReachRecv(recv_slot_[wait.local]);
     case WaitKind::kSendDone:
       return SendDone(wait.local);
     case WaitKind::kReduction:
-      return ReductionDone(wait.local);
+      return wait_->ReachReduction(wait.local);
     default:  // kLocal, an UNSHARD: nothing to gather here
       return true;
   }
@@ -332,46 +318,6 @@ absl::StatusOr<bool> RankExecutor::SendDone(int32_t send) {
   return true;
 }
 
-// Device transports: the compute stream waits on the device for the
-// receive at `slot` instead of the host waiting for it.
-absl::StatusOr<bool> RankExecutor::OrderAfterRecv(int32_t slot) {
-  if (recv_state_[slot] == RecvState::kDone || recv_state_[slot] == RecvState::kStreamOrdered) {
-    return true;
-  }
-  if (recv_state_[slot] == RecvState::kNotPosted) {
-    return absl::InternalError("consumes a transfer whose RECV was not posted");
-  }
-  ASSIGN_OR_RETURN(bool ordered, transport_->StreamWait(recv_request_[slot], context_.stream));
-  if (!ordered) return Block(Blocked::Kind::kRecvIssue, slot);
-  recv_state_[slot] = RecvState::kStreamOrdered;
-  return true;
-}
-
-// A WAIT_REDUCE_GRAD: the reduction the REDUCE_GRAD at `reduce` started
-// has ended (none was started when the stage has no planned gradients).
-absl::StatusOr<bool> RankExecutor::ReductionDone(int32_t reduce) {
-  if (stream_ordered_) {
-    // The compute stream waits on the device for the reduction's stream
-    // (posted from this thread: already issued).
-    for (const PendingReduction& r : device_reductions_) {
-      if (r.index != reduce) continue;
-      ASSIGN_OR_RETURN(bool ordered, transport_->StreamWait(r.request, context_.stream));
-      if (!ordered) return absl::InternalError("a posted reduction is not issued to the device");
-    }
-    return true;
-  }
-  const int64_t ticket = reduce_ticket_[reduce];
-  if (ticket < 0 || reductions_->Ended(ticket)) {
-    if (reduce_blocked_since_us_ >= 0) {
-      waited_reduce_us_ += NowUs() - reduce_blocked_since_us_;
-      reduce_blocked_since_us_ = -1;
-    }
-    return true;
-  }
-  if (reduce_blocked_since_us_ < 0) reduce_blocked_since_us_ = NowUs();
-  return Block(Blocked::Kind::kReduction, reduce);
-}
-
 absl::Status RankExecutor::RunAction(int32_t i) {
   const ExecStep& step = exe_.steps[i];
   if (IsCompute(step.kind)) {
@@ -391,10 +337,7 @@ absl::Status RankExecutor::RunAction(int32_t i) {
   if (step.kind == ActionKind::kReduceGrad && step.buffer != kNoBuffer &&
       dp_group_.ranks.size() > 1) {
     ++reductions_started_;
-    MutableBytes grads = Bytes(step.buffer);
-    if (stream_ordered_) return PostDeviceReduction(i, grads);
-    reduce_ticket_[i] = reductions_->Start(
-        {reinterpret_cast<float*>(grads.data()), grads.size() / sizeof(float)}, infos_[i]);
+    return wait_->StartReduction(i, Bytes(step.buffer));
   }
   return absl::OkStatus();  // UNSHARD, RESHARD: the plan's memory events only
 }
@@ -412,13 +355,7 @@ absl::Status RankExecutor::RunPart(const ExecPart& part) {
         RETURN_IF_ERROR(stage.LoadInput(context_, mb, Bytes(b.input)));
       }
       RETURN_IF_ERROR(stage.Forward(context_, mb, Bytes(b.input), Bytes(b.output), Bytes(b.stash)));
-      if (schedule_.IsLastStage(part.stage)) {
-        if (stream_ordered_) {
-          loss_reads_.emplace_back(part.stage, mb);
-        } else {
-          result_.loss += stage.Loss(mb);
-        }
-      }
+      if (schedule_.IsLastStage(part.stage)) wait_->AddLoss(part.stage, mb);
       return absl::OkStatus();
     case ActionKind::kBackwardInput:
       return stage.BackwardInput(context_, mb, Bytes(b.output_grad), Bytes(b.stash),
@@ -456,29 +393,6 @@ absl::Status RankExecutor::PostSend(int32_t i, const ExecStep& step,
   return absl::OkStatus();
 }
 
-// As ReductionWorker::Reduce, posted from this thread: the device
-// transport orders it after the compute stream, on its reduction stream.
-absl::Status RankExecutor::PostDeviceReduction(int32_t i, MutableBytes grads) {
-  const absl::Span<float> data(reinterpret_cast<float*>(grads.data()), grads.size() / sizeof(float));
-  const double start = NowUs();
-  absl::StatusOr<RequestId> id;
-  if (options_.reduce == ReduceKind::kAllReduce) {
-    id = transport_->PostAllReduce(dp_group_, data, ReduceOp::kSum, infos_[i]);
-  } else {
-    const size_t members = dp_group_.ranks.size();
-    const size_t shard = data.size() / members;
-    id = transport_->PostReduceScatter(dp_group_, data.subspan(0, shard * members),
-                                       data.subspan(dp_member_ * shard, shard), ReduceOp::kSum,
-                                       infos_[i]);
-  }
-  if (!id.ok()) {
-    return absl::Status(id.status().code(),
-                        absl::StrCat(texts_[i], ": ", id.status().message()));
-  }
-  device_reductions_.push_back({*id, exe_.steps[i].index, start});
-  return absl::OkStatus();
-}
-
 absl::Status RankExecutor::PostRecv(int32_t i, const ExecStep& step) {
   const Transfer& t = executable_.transfers[step.transfer];
   const int peer = options_.replica * schedule_.pp + t.src_rank;
@@ -497,12 +411,8 @@ absl::Status RankExecutor::PostRecv(int32_t i, const ExecStep& step) {
   return absl::OkStatus();
 }
 
-// Over a device transport nothing is polled mid-step (the step may be
-// captured into a CUDA graph, where an event query is illegal), unless the
-// provider releases sent buffers only on completion.
 absl::StatusOr<bool> RankExecutor::AfterAction() {
-  const bool poll = !stream_ordered_ || (!release_after_requests_ && !pending_sends_.empty());
-  if (poll && (!pending_sends_.empty() || !pending_recvs_.empty())) RETURN_IF_ERROR(Poll());
+  if (wait_->PollsAfterAction() && (!pending_sends_.empty() || !pending_recvs_.empty())) RETURN_IF_ERROR(Poll());
   SampleMemory();
   return true;
 }
@@ -515,10 +425,14 @@ absl::StatusOr<bool> RankExecutor::RecvDone(int32_t slot) {
   }
   ASSIGN_OR_RETURN(bool done, transport_->Test(recv_request_[slot]));
   if (!done) return false;
+  RecvCompleted(slot);
+  return true;
+}
+
+void RankExecutor::RecvCompleted(int32_t slot) {
   recv_state_[slot] = RecvState::kDone;
   if (recv_span_[slot] >= 0) result_.timeline.spans[recv_span_[slot]].end_us = NowUs();
   pending_recvs_.erase(std::find(pending_recvs_.begin(), pending_recvs_.end(), slot));
-  return true;
 }
 
 absl::Status RankExecutor::Poll() {
@@ -569,6 +483,10 @@ absl::StatusOr<bool> RankExecutor::Block(Blocked::Kind kind, int32_t slot) {
   const absl::Time now = absl::Now();
   if (blocked_.kind != kind || blocked_.slot != slot) blocked_ = {kind, slot, now};
   if (now - blocked_.since <= options_.timeout) return false;
+  return TimedOut();
+}
+
+absl::Status RankExecutor::TimedOut() const {
   return absl::DeadlineExceededError(absl::StrCat(
       "timed out after ", absl::FormatDuration(options_.timeout), " waiting for ",
       DescribeBlocked()));
@@ -606,18 +524,14 @@ std::string RankExecutor::DescribeBlocked() const {
   return "nothing";
 }
 
-// RunStep's wait: in the transport (or the reduction worker) for what
-// blocked_ names; once it is over the step goes on where it stopped.
+// RunStep's wait: in the transport for a receive or a send, in the mode
+// for the rest; once it is over the step goes on where it stopped.
 absl::Status RankExecutor::WaitBlocked() {
   switch (blocked_.kind) {
-    case Blocked::Kind::kRecv: {
-      const int32_t slot = blocked_.slot;
-      RETURN_IF_ERROR(transport_->Wait(recv_request_[slot], options_.timeout));
-      recv_state_[slot] = RecvState::kDone;
-      if (recv_span_[slot] >= 0) result_.timeline.spans[recv_span_[slot]].end_us = NowUs();
-      pending_recvs_.erase(std::find(pending_recvs_.begin(), pending_recvs_.end(), slot));
+    case Blocked::Kind::kRecv:
+      RETURN_IF_ERROR(transport_->Wait(recv_request_[blocked_.slot], options_.timeout));
+      RecvCompleted(blocked_.slot);
       return absl::OkStatus();
-    }
     case Blocked::Kind::kSend: {
       const PendingSend send = pending_sends_[blocked_.slot];
       RETURN_IF_ERROR(transport_->Wait(send.request, options_.timeout));
@@ -626,57 +540,14 @@ absl::Status RankExecutor::WaitBlocked() {
       pending_sends_.erase(pending_sends_.begin() + blocked_.slot);
       return absl::OkStatus();
     }
-    case Blocked::Kind::kReduction:
-      return reductions_->WaitFor(reduce_ticket_[blocked_.slot], options_.timeout);
-    case Blocked::Kind::kRecvIssue: {  // the sender's post, seen by polling
-      const absl::Time give_up = absl::Now() + options_.timeout;
-      while (true) {
-        ASSIGN_OR_RETURN(bool ordered,
-                         transport_->StreamWait(recv_request_[blocked_.slot], context_.stream));
-        if (ordered) {
-          recv_state_[blocked_.slot] = RecvState::kStreamOrdered;
-          return absl::OkStatus();
-        }
-        if (absl::Now() > give_up) {
-          return absl::DeadlineExceededError(absl::StrCat(
-              "timed out after ", absl::FormatDuration(options_.timeout), " waiting for ",
-              DescribeBlocked()));
-        }
-        absl::SleepFor(absl::Microseconds(50));
-      }
-    }
-    case Blocked::Kind::kReductions:
-      if (stream_ordered_) {
-        const PendingReduction r = device_reductions_.front();
-        RETURN_IF_ERROR(transport_->Wait(r.request, options_.timeout));
-        device_reduction_spans_.push_back({r.index, r.start_us, NowUs()});
-        device_reductions_.erase(device_reductions_.begin());
-        return absl::OkStatus();
-      }
-      return reductions_->WaitAll(options_.timeout);
-    case Blocked::Kind::kMarker:
-      RETURN_IF_ERROR(transport_->Wait(marker_, options_.timeout));
-      marker_state_ = MarkerState::kDone;
-      result_.compute_end_us = NowUs();
-      return absl::OkStatus();
     case Blocked::Kind::kNone:
-      break;
+      return absl::InternalError("waits for nothing");
+    default:
+      return wait_->WaitBlocked(blocked_);
   }
-  return absl::InternalError("waits for nothing");
 }
 
-// The end of the step, in order: every pending send and receive completed,
-// then every reduction (the exposed part measured), FinishStep per stage
-// with its reduced gradients, the step-end buffers released.
-absl::StatusOr<bool> RankExecutor::EndStep() {
-  if (capturing_) {
-    RETURN_IF_ERROR(EndCapturedStep());
-    return true;
-  }
-  if (stream_ordered_) {
-    ASSIGN_OR_RETURN(bool computed, DeviceComputeDone());
-    if (!computed) return false;
-  }
+absl::StatusOr<bool> RankExecutor::TransfersDone() {
   if (!pending_sends_.empty()) {
     ASSIGN_OR_RETURN(bool sent, SendsDone());
     if (!sent) return Block(Blocked::Kind::kSend, 0);
@@ -686,72 +557,21 @@ absl::StatusOr<bool> RankExecutor::EndStep() {
     ASSIGN_OR_RETURN(bool done, RecvDone(slot));
     if (!done) return Block(Blocked::Kind::kRecv, slot);
   }
-  if (result_.compute_end_us == 0) result_.compute_end_us = NowUs();
-  if (stream_ordered_) {
-    ASSIGN_OR_RETURN(bool reduced, DeviceReductionsDone());
-    if (!reduced) return false;
-  } else {
-    if (!reductions_->Idle()) return Block(Blocked::Kind::kReductions, 0);
-    RETURN_IF_ERROR(reductions_->WaitAll(options_.timeout));
-  }
-  RETURN_IF_ERROR(FinishStep());
   return true;
 }
 
 absl::Status RankExecutor::SetCapturing(bool capturing) {
   if (in_step_) return absl::FailedPreconditionError("a step is in progress");
-  if (capturing && (!stream_ordered_ || !release_after_requests_)) {
+  if (capturing && (transport_->device_streams() == nullptr || !release_after_requests_)) {
     return absl::FailedPreconditionError(
         "only a step over a device transport, with a provider that releases sent buffers after "
         "their requests, can be captured");
   }
+  if (capturing != capturing_) {
+    wait_ = capturing ? std::make_unique<GraphCaptureWait>(*this) : WaitStrategy::For(*this);
+  }
   capturing_ = capturing;
   return absl::OkStatus();
-}
-
-// Everything of the step is enqueued; the device orders the rest. What the
-// host would test is taken as done: the graph's launch completes it.
-absl::Status RankExecutor::EndCapturedStep() {
-  for (const PendingSend& send : pending_sends_) ReleaseSent(send);
-  pending_sends_.clear();
-  for (int32_t slot : pending_recvs_) recv_state_[slot] = RecvState::kDone;
-  pending_recvs_.clear();
-  device_reductions_.clear();
-  loss_reads_.clear();
-  result_.compute_end_us = NowUs();
-  return FinishStep();
-}
-
-// The compute stream's work so far: a marker behind it, its completion the
-// step's compute end.
-absl::StatusOr<bool> RankExecutor::DeviceComputeDone() {
-  if (marker_state_ == MarkerState::kDone) return true;
-  if (marker_state_ == MarkerState::kNone) {
-    ASSIGN_OR_RETURN(marker_, transport_->PostMarker(OpInfo{-1, -1, -1, "step end"}));
-    marker_state_ = MarkerState::kPosted;
-  }
-  ASSIGN_OR_RETURN(bool done, transport_->Test(marker_));
-  if (!done) return Block(Blocked::Kind::kMarker, 0);
-  marker_state_ = MarkerState::kDone;
-  result_.compute_end_us = NowUs();
-  for (const auto& [stage, mb] : loss_reads_) result_.loss += stages_[stage]->Loss(mb);
-  loss_reads_.clear();
-  return true;
-}
-
-absl::StatusOr<bool> RankExecutor::DeviceReductionsDone() {
-  while (!device_reductions_.empty()) {
-    const PendingReduction& r = device_reductions_.front();
-    absl::StatusOr<bool> done = transport_->Test(r.request);
-    if (!done.ok()) {  // steps[i] is the action at index i
-      return absl::Status(done.status().code(),
-                          absl::StrCat(texts_[r.index], ": ", done.status().message()));
-    }
-    if (!*done) return Block(Blocked::Kind::kReductions, 0);
-    device_reduction_spans_.push_back({r.index, r.start_us, NowUs()});
-    device_reductions_.erase(device_reductions_.begin());
-  }
-  return true;
 }
 
 absl::Status RankExecutor::FinishStep() {
@@ -766,14 +586,7 @@ absl::Status RankExecutor::FinishStep() {
                           absl::StrCat("stage ", s, " FinishStep: ", status.message()));
     }
   }
-  if (stream_ordered_ && !capturing_) {
-    // What FinishStep enqueued (a device stage's copy of its gradients to
-    // the host) is complete when the step returns: one host wait, at the
-    // step's end only.
-    ASSIGN_OR_RETURN(RequestId finished,
-                     transport_->PostMarker(OpInfo{-1, -1, -1, "step results"}));
-    RETURN_IF_ERROR(transport_->Wait(finished, options_.timeout));
-  }
+  RETURN_IF_ERROR(wait_->AfterStagesFinished());
   Release(cursor_.current().buffers);  // the step-end buffers
   SampleMemory();
   CloseTimeline();
@@ -782,9 +595,7 @@ absl::Status RankExecutor::FinishStep() {
 }
 
 void RankExecutor::CloseTimeline() {
-  std::vector<ReductionSpan> spans =
-      stream_ordered_ ? std::move(device_reduction_spans_) : reductions_->TakeSpans();
-  device_reduction_spans_.clear();
+  const std::vector<ReductionSpan> spans = wait_->TakeReductionSpans();
   for (const ReductionSpan& r : spans) {
     if (options_.record_timeline) {
       result_.timeline.spans.push_back(

@@ -61,6 +61,14 @@
 // mid-step. The host waits only at kEnd: for a marker behind the compute
 // stream's work (Transport::PostMarker: compute_end_us), then every
 // transfer and reduction, each bounded by the timeout.
+//
+// Structure: this file's loop carries out the cursor's instructions and
+// owns what every mode shares (buffers, sends, receives, WAIT_SEND, the
+// timeline); how a rank waits -- for a receive, a reduction, the step's end
+// -- and how its compute is ordered is one WaitStrategy per mode
+// (wait_strategy.h: host_blocking_wait.cc, stream_ordered_wait.cc), chosen
+// from the transport at construction; a step captured into a CUDA graph
+// ends through graph_capture_wait.cc (SetCapturing).
 
 //
 // With a provider that reuses released bytes (ArenaBuffers) and releases
@@ -93,9 +101,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -108,7 +114,6 @@
 #include "scheduler/ir/schedule.h"
 #include "stages/exec/buffer_provider.h"
 #include "stages/exec/rank_executable.h"
-#include "stages/exec/reduction_worker.h"
 #include "stages/exec/stage.h"
 #include "traces/timeline.h"
 
@@ -199,6 +204,15 @@ class RankExecutor {
   const ExecutionContext& context() const { return context_; }
 
  private:
+  // How the rank waits, one implementation per mode (wait_strategy.h):
+  // HostBlockingWait (CPU transports), StreamOrderedWait (device
+  // transports) and GraphCaptureWait (a device step being captured,
+  // graph_capture_wait.cc). Nested so that they reach the step's state.
+  class WaitStrategy;
+  class HostBlockingWait;
+  class StreamOrderedWait;
+  class GraphCaptureWait;
+
   struct PendingSend {
     RequestId request = 0;
     int32_t step = 0;  // the SEND's program index
@@ -207,12 +221,6 @@ class RankExecutor {
   // kStreamOrdered: the compute stream waits for it on the device; the host
   // has not seen it complete yet (device transports).
   enum class RecvState : uint8_t { kNotPosted, kPending, kStreamOrdered, kDone };
-  // A reduction posted from this thread (device transports).
-  struct PendingReduction {
-    RequestId request = 0;
-    int32_t index = 0;  // program index of the REDUCE_GRAD
-    double start_us = 0;
-  };
   // What a step that cannot go on waits for. kRecvIssue: a receive to be
   // issued to the device (its sender to post); kMarker: the compute
   // stream's work (device transports).
@@ -233,30 +241,25 @@ class RankExecutor {
   absl::Status CheckSizes() const;
 
   // Carries out the cursor's current instruction; false when it must wait
-  // (blocked_ says for what). Each piece below serves one instruction.
+  // (blocked_ says for what). Each piece below serves one instruction; what
+  // differs between the modes is asked of wait_.
   absl::StatusOr<bool> Execute(const Instruction& in);
   absl::StatusOr<bool> ReachWait(const Wait& wait);
   absl::StatusOr<bool> SendDone(int32_t send);
-  absl::StatusOr<bool> ReductionDone(int32_t reduce);
-  // Device transports: the compute stream waits for the receive at `slot`.
-  absl::StatusOr<bool> OrderAfterRecv(int32_t slot);
   absl::Status RunAction(int32_t i);
   absl::Status RunPart(const ExecPart& part);
-  // After an action and its releases: test the pending transfers, sample.
+  // After an action and its releases: test the pending transfers (where the
+  // mode polls), sample.
   absl::StatusOr<bool> AfterAction();
   absl::Status PostSend(int32_t i, const ExecStep& step, absl::Span<const int32_t> sent);
   absl::Status PostRecv(int32_t i, const ExecStep& step);
-  // REDUCE_GRAD over a device transport: the collective, posted now.
-  absl::Status PostDeviceReduction(int32_t i, MutableBytes grads);
-  // Device transports: the compute stream's end (marker) and the posted
-  // reductions; false while one is pending (blocked_ says which).
-  absl::StatusOr<bool> DeviceComputeDone();
-  absl::StatusOr<bool> DeviceReductionsDone();
-  absl::StatusOr<bool> EndStep();
-  // EndStep of a step being captured (SetCapturing).
-  absl::Status EndCapturedStep();
+  // The step's pending sends, then its pending receives, completed; false
+  // while one is not (blocked_ says which).
+  absl::StatusOr<bool> TransfersDone();
   // Whether the receive in `slot` has completed (Test).
   absl::StatusOr<bool> RecvDone(int32_t slot);
+  // The receive in `slot` has completed: its span closed, no longer pending.
+  void RecvCompleted(int32_t slot);
   // Tests the pending sends and receives; releases completed sends' buffers.
   absl::Status Poll();
   // Whether every pending send has completed (and released its buffers).
@@ -268,13 +271,16 @@ class RankExecutor {
   // Not done yet: record what the step waits for (and since when), or fail
   // once that has lasted longer than the timeout.
   absl::StatusOr<bool> Block(Blocked::Kind kind, int32_t slot);
-  // Blocks in the transport (or the reduction worker) for what blocked_
-  // names, at most the timeout (RunStep's way of waiting).
+  absl::Status TimedOut() const;  // DeadlineExceeded naming what blocked_ names
+  // Blocks in the transport for a receive or send that blocked_ names, the
+  // rest in wait_, at most the timeout (RunStep's way of waiting).
   absl::Status WaitBlocked();
   std::string DescribeBlocked() const;
   absl::Status Allocate(absl::Span<const int32_t> ids);
   void Release(absl::Span<const int32_t> ids);
   void SampleMemory();
+  // The step's end once everything the mode waits for is over: exposed
+  // reduction, FinishStep per stage, step-end buffers, timeline.
   absl::Status FinishStep();
   // Records the reductions' spans and orders the timeline (step end).
   void CloseTimeline();
@@ -297,8 +303,6 @@ class RankExecutor {
   const bool release_after_requests_;
   // Allocation waits for the pending sends (an arena that releases only when told).
   const bool allocate_after_sends_;
-  // A device transport: waits are stream dependencies (see the file comment).
-  const bool stream_ordered_;
   const Group dp_group_;  // this rank's data-parallel group
   const int dp_member_;   // its index there
 
@@ -310,7 +314,9 @@ class RankExecutor {
   std::vector<bool> zero_on_alloc_;     // per buffer: parameter gradients
   std::vector<int32_t> param_grad_of_;  // per stage: its param_grad buffer, kNoBuffer
 
-  std::unique_ptr<ReductionWorker> reductions_;
+  // The mode's waits (and, on the host, the reduction thread); replaced
+  // only between steps (SetCapturing).
+  std::unique_ptr<WaitStrategy> wait_;
 
   // The state of the step in progress (sized once, reset per step).
   RankCursor cursor_;
@@ -326,18 +332,8 @@ class RankExecutor {
   std::vector<int32_t> recv_span_;      // per RECV slot: its timeline span
   std::vector<int32_t> pending_recvs_;  // slots posted, not yet seen complete
   std::vector<PendingSend> pending_sends_;
-  std::vector<int64_t> reduce_ticket_;  // per step: its REDUCE_GRAD's ticket, -1 if none
-  double reduce_blocked_since_us_ = -1;  // a WAIT_REDUCE_GRAD blocked since then
   double waited_reduce_us_ = 0;          // this step's time in WAIT_REDUCE_GRADs
   int reductions_started_ = 0;           // this step's collectives (none at dp 1)
-  std::vector<PendingReduction> device_reductions_;  // posted, not seen complete
-  std::vector<ReductionSpan> device_reduction_spans_;
-  // Stream-ordered: the (stage, microbatch) of each chain-final forward this
-  // step, whose losses a device stage has written only once the compute
-  // stream reached them (read when the step-end marker has completed).
-  std::vector<std::pair<int, int>> loss_reads_;
-  RequestId marker_ = 0;
-  enum class MarkerState : uint8_t { kNone, kPosted, kDone } marker_state_ = MarkerState::kNone;
   std::array<int64_t, kNumMemoryCategories> live_by_category_{};
   bool memory_changed_ = false;
 };
