@@ -165,8 +165,8 @@ void AppendTitle(const Layout& l, std::string& out) {
 void AppendRows(const SvgDiagram& d, const Layout& l, std::string& out) {
   for (size_t r = 0; r < d.rows.size(); ++r) {
     const double top = l.RowTop(static_cast<int>(r));
-    absl::StrAppend(&out, "<rect x=\"", Px(l.left), "\" y=\"", Px(top), "\" width=\"",
-                    Px(l.width), "\" height=\"", Px(l.band), "\" fill=\"#eeeeee\"/>",
+    absl::StrAppend(&out, "<rect class=\"idle\" x=\"", Px(l.left), "\" y=\"", Px(top),
+                    "\" width=\"", Px(l.width), "\" height=\"", Px(l.band), "\" fill=\"#eeeeee\"/>",
                     "<text class=\"row\" x=\"", Px(l.left - kPagePad), "\" y=\"",
                     Px(top + l.band / 2), "\" font-size=\"", Px(kRowFont),
                     "\" text-anchor=\"end\" dominant-baseline=\"central\">", EscapeXml(d.rows[r]),
@@ -208,8 +208,11 @@ void AppendAxis(const Layout& l, double extent, const TimeScale& scale, std::str
                   Px(l.left + l.width), "\" y2=\"", Px(y),
                   "\" stroke=\"#333333\" stroke-width=\"1\"/>\n");
   const double shown = extent / scale.divisor;
-  const int max_ticks = std::max(1, static_cast<int>(l.width / kTickSpacingPx));
-  const double step = TickStep(shown, max_ticks);
+  // At most a tick per kTickSpacingPx, and at least two ticks (0 and one
+  // more) on the narrowest plots.
+  int max_ticks = std::max(1, static_cast<int>(l.width / kTickSpacingPx));
+  double step = TickStep(shown, max_ticks);
+  while (step > shown * (1 + 1e-12)) step = TickStep(shown, ++max_ticks);
   for (int i = 0; i * step <= shown * (1 + 1e-12); ++i) {
     const double t = i * step;
     const double x = l.left + t / shown * l.width;
