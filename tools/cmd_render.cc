@@ -111,7 +111,7 @@ Command RenderCommand() {
           "bubble; a time axis in us, ms or s (units of F without a model) with round ticks; a "
           "legend of the colours and the label format. --width sets the time axis in pixels "
           "(default: wide enough for 9 in 10 labels, 800 to 24000 px: pp 8 m 64 gets about "
-          "16000), --row-height a row. A compute-only FILE is lowered first.",
+          "16000 to 19000), --row-height a row. A compute-only FILE is lowered first.",
       .flags = {"output", "model", "layout", "partition", "time_budget", "overlap", "legacy_names",
                 "width", "row_height"},
       .min_positional = 1,

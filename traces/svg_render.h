@@ -92,7 +92,7 @@ absl::Status ValidateSvgOptions(const SvgOptions& options);
 
 // The plot width the diagram gets by default: wide enough that 9 in 10 of
 // its labelled row blocks show their label at `row_height_px`, so that the
-// width grows with the step (pp 8, m 64 gets about 16000 px), clamped to
+// width grows with the step (pp 8, m 64: 16000 to 19000 px), clamped to
 // [kMinAutoWidthPx, kMaxAutoWidthPx]; kDefaultPlotWidthPx when no block is
 // labelled.
 inline constexpr double kMinAutoWidthPx = 800;

@@ -173,7 +173,7 @@ TEST_P(RenderDiagramTest, IsReadable) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, RenderDiagramTest,
     ::testing::Values(
-        // The case: wide enough by default (about 16000 px) for its labels.
+        // The case: wide enough by default (16000 to 19000 px) for its labels.
         DiagramCase{"Interleaved_pp8_m64",
                     {"--schedule", "interleaved-1f1b", "--pp", "8", "--microbatches", "64",
                      "--stages-per-rank", "2"},
