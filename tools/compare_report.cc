@@ -170,11 +170,11 @@ absl::Status WriteWinnerSvg(const CompareHeader& h, const Comparison& c,
   ASSIGN_OR_RETURN(Model staged, StageModel(*h.model, cut, s.chains));
   ASSIGN_OR_RETURN(Prediction p,
                    Predict(s, staged, {.overlap = o.overlap, .record_timeline = true}));
-  const std::string title = absl::StrFormat(
-      "%s v %d  pp %d, %d microbatches: makespan %s, bubble %.1f%% (%s, %s)", best.schedule,
-      best.stages_per_rank, o.pp, o.microbatches, FormatMicros(p.simulation.makespan_us),
-      100 * p.simulation.bubble_fraction, h.model_path, best.layout);
-  ASSIGN_OR_RETURN(std::string svg, RenderSvg(ScheduleDiagram(title, p, "us")));
+  const std::string title =
+      ScheduleTitle(best.schedule, p, SvgTimeUnit::kMicroseconds,
+                    absl::StrCat("model ", h.model_path, ", layout ", best.layout));
+  ASSIGN_OR_RETURN(std::string svg,
+                   RenderSvg(ScheduleDiagram(title, p, SvgTimeUnit::kMicroseconds)));
   return WriteFileAtomically(svg_path, svg);
 }
 
