@@ -26,7 +26,7 @@
 # thread per rank), 4 microbatches.
 #
 # Usage: bench/calibrate_replay.sh [PATH/TO/jitpipe] [ROUNDS] [STEPS]
-# Needs jq and a build with OpenBLAS. About a minute per round here.
+# Needs jq and a build with OpenBLAS. About two minutes per round on two shared cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jp="${1:-build/default/tools/jitpipe}"
