@@ -3,15 +3,21 @@
 // embedding and loss heads, device, optimizer, dp, p2p) from a decoder-only
 // transformer's shape, through planning/transformer.h's cited formulas.
 // Without -o the file goes to stdout; with -o a summary goes to stdout.
+// --calibrate REPLAY.json: the times fitted to a replay's measured stage
+// call times instead (planning/calibrate.h, tools/calibration_report.h).
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/atomic_file.h"
+#include "planning/calibrate.h"
+#include "tools/calibration_report.h"
 #include "planning/transformer.h"
 #include "tools/transformer_flags.h"
 #include "scheduler/ir/layered_model.h"
@@ -64,6 +70,10 @@ ABSL_FLAG(double, dp_gb_per_s, 0, "gradient reduction bandwidth per rank, 10^9 B
 ABSL_FLAG(double, dp_latency_us, 0, "gradient reduction latency per collective");
 ABSL_FLAG(std::string, reduce, "all_reduce", "gradient reduction: all_reduce or reduce_scatter");
 ABSL_FLAG(int, buckets, 1, "gradient reduction buckets per stage");
+ABSL_FLAG(std::string, calibrate, "",
+          "REPLAY.json: the times are fitted to the stage call times measured by `jitpipe replay "
+          "--stage transformer --json` of this shape (planning/calibrate.h) instead of FLOPs at "
+          "--tflops; the bytes are the same");
 
 namespace jitpipe::cli {
 
@@ -218,7 +228,8 @@ void PrintExplanation(const TransformerShape& x) {
               "norm and log-softmax kernels; planning/transformer.h cites each\n");
 }
 
-void PrintSummary(const std::string& path, const TransformerShape& x, const LayeredModel& m) {
+void PrintSummary(const std::string& path, const TransformerShape& x, const LayeredModel& m,
+                  const std::string& times_from) {
   const int64_t params = ParamElementsOnce(x, m);
   std::printf("wrote %s: embedding + %d decoder layers + loss, %.4g billion parameters per tp "
               "rank (tp %d, %s, recompute %s, attention %s%s%s%s)\n",
@@ -227,8 +238,10 @@ void PrintSummary(const std::string& path, const TransformerShape& x, const Laye
               std::string(AttentionImplName(x.attention)).c_str(), x.dropout ? ", dropout" : "",
               x.tied_embeddings ? ", tied embeddings" : "",
               x.sequence_parallel ? ", sequence parallel" : "");
-  std::printf("per microbatch of %lld x %lld tokens at %.4g TFLOP/s per GPU:\n",
-              static_cast<long long>(x.microbatch_size), static_cast<long long>(x.seq), x.tflops);
+  std::printf("per microbatch of %lld x %lld tokens, times %s:\n",
+              static_cast<long long>(x.microbatch_size), static_cast<long long>(x.seq),
+              times_from.empty() ? absl::StrFormat("at %.4g TFLOP/s per GPU", x.tflops).c_str()
+                                 : times_from.c_str());
   std::printf("  decoder layer: %s\n", LayerLine(m.layers[1]).c_str());
   std::printf("  embedding:     %s\n", LayerLine(m.layers.front()).c_str());
   std::printf("  loss:          %s\n", LayerLine(m.layers.back()).c_str());
@@ -248,18 +261,52 @@ void PrintSummary(const std::string& path, const TransformerShape& x, const Laye
   }
 }
 
+// --calibrate: the model's times fitted to the replay's stage call times;
+// `times_from` says so for the summary. Errors name the report.
+absl::Status Calibrate(const std::string& report_path, const TransformerShape& shape,
+                       LayeredModel& model, std::string& times_from) {
+  absl::StatusOr<std::string> text = ReadFile(report_path, MaxInputBytes());
+  if (!text.ok()) return text.status();
+  absl::StatusOr<ReplayCalibrationInput> input =
+      ReadReplayForCalibration(report_path, *text, shape);
+  if (!input.ok()) return input.status();
+  absl::StatusOr<Calibration> fit = CalibrateLayeredModel(model, input->stages);
+  if (!fit.ok()) {
+    return absl::Status(fit.status().code(),
+                        absl::StrCat(report_path, ": ", fit.status().message()));
+  }
+  model = std::move(fit->model);
+  times_from = absl::StrFormat(
+      "measured by %s (%d step%s, %zu stages; %s fit%s; worst stage residual %.1f%% at %s)",
+      report_path, input->counted_steps, input->counted_steps == 1 ? "" : "s",
+      input->stages.size(), CalibrationGroupingName(fit->grouping),
+      fit->backward_split_by_base ? ", B split into I and W by the FLOP ratio" : "",
+      100 * fit->worst_relative_residual, fit->worst_at);
+  return absl::OkStatus();
+}
+
 int RunModel(const Command& command, const Invocation& invocation) {
+  const std::string calibrate = absl::GetFlag(FLAGS_calibrate);
   for (absl::string_view flag : {"layers", "hidden", "heads", "vocab", "seq", "tflops"}) {
+    if (flag == "tflops" && !calibrate.empty()) continue;  // the times are measured
     if (!invocation.IsSet(flag)) {
       return UsageError(command, absl::StrCat("missing --", flag, "; usage: jitpipe ",
                                               command.synopsis));
     }
   }
-  absl::StatusOr<TransformerShape> shape = TransformerShapeFromFlags();
+  // Calibrating, the FLOP model is the prior of the fit (its ratios only).
+  absl::StatusOr<TransformerShape> shape = TransformerShapeFromFlags(
+      calibrate.empty() || invocation.IsSet("tflops") ? std::optional<double>() : 1.0);
   if (!shape.ok()) return UsageError(command, shape.status().message());
   absl::StatusOr<LayeredModel> model = BuildTransformerModel(*shape);
   if (!model.ok()) return UsageError(command, model.status().message());
   if (absl::Status s = SetupFromFlags(*model); !s.ok()) return UsageError(command, s.message());
+  std::string times_from;
+  if (!calibrate.empty()) {
+    if (absl::Status s = Calibrate(calibrate, *shape, *model, times_from); !s.ok()) {
+      return Fail(command, s);
+    }
+  }
   const std::string text = LayeredModelToJson(*model);
   const std::string out = absl::GetFlag(FLAGS_output);
   if (absl::GetFlag(FLAGS_explain)) {
@@ -271,7 +318,7 @@ int RunModel(const Command& command, const Invocation& invocation) {
     return kExitOk;
   }
   if (absl::Status s = WriteFileAtomically(out, text); !s.ok()) return Fail(command, s);
-  PrintSummary(out, *shape, *model);
+  PrintSummary(out, *shape, *model, times_from);
   return kExitOk;
 }
 
@@ -283,7 +330,7 @@ Command ModelCommand() {
       .synopsis = "model --layers L --hidden H --heads A --vocab V --seq S --tflops T "
                   "[--kv-heads G] [--ffn F] [--microbatch-size B] [--tp T] [--dtype D] "
                   "[--recompute none|selective|full] [--attention fused|eager] [--dropout] "
-                  "[--device-memory BYTES] [--explain] [-o FILE]",
+                  "[--device-memory BYTES] [--calibrate REPLAY.json] [--explain] [-o FILE]",
       .summary =
           "Write a version 2 model file (layers, embedding and loss heads, device memory, "
           "optimizer, dp and p2p) for a decoder-only transformer. Times come from FLOP counts "
@@ -294,13 +341,17 @@ Command ModelCommand() {
           "gate, up and product, K and V of the key/value heads, the norms' statistics, the "
           "loss head's logits in the loss dtype (--explain prints them); parameters and "
           "optimizer bytes as Megatron-LM's theoretical memory estimate counts them; "
-          "planning/transformer.h cites each formula. Without -o the file goes to stdout.",
+          "planning/transformer.h cites each formula. --calibrate REPLAY.json (then --tflops is "
+          "optional) fits the embedding's, a decoder layer's and the loss head's F, I and W "
+          "times to the stage call times `jitpipe replay --stage transformer --json` measured "
+          "with the same shape flags, by least squares over the stages and their layers "
+          "(planning/calibrate.h), keeping the bytes. Without -o the file goes to stdout.",
       .flags = {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq",
                 "microbatch_size", "tp", "dtype", "tflops", "sequence_parallel", "swiglu",
                 "rmsnorm", "recompute", "attention", "dropout", "loss_dtype", "tied_embeddings",
                 "explain", "grad_dtype", "optimizer", "distributed_optimizer", "zero",
                 "device_memory", "dp", "buckets", "reduce", "dp_gb_per_s", "dp_latency_us",
-                "p2p_gb_per_s", "p2p_latency_us", "output"},
+                "p2p_gb_per_s", "p2p_latency_us", "calibrate", "output"},
       .min_positional = 0,
       .max_positional = 0,
       .run = RunModel,

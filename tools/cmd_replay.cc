@@ -44,6 +44,8 @@
 #include "tools/common_flags.h"
 #include "tools/model_input.h"
 #include "tools/replay_transformer.h"
+#include "tools/calibration_report.h"
+#include "runtime/stage_call_times.h"
 #include "tools/transformer_flags.h"
 #include "traces/chrome_trace_writer.h"
 #include "traces/timeline_trace.h"
@@ -154,7 +156,10 @@ absl::StatusOr<ReplayFlags> FlagsFromCommandLine(const Invocation& invocation,
   f.run.buffers = buffers == "arena" ? BufferMode::kArena : BufferMode::kTracked;
   f.run.timeout = absl::Seconds(timeout);
   f.run.flight_dir = absl::GetFlag(FLAGS_flight_dir);
-  f.run.record_timeline = !absl::GetFlag(FLAGS_trace).empty();
+  // On the host backends the timeline also gives each stage's call times
+  // (runtime/stage_call_times.h); a device backend's spans time the
+  // enqueueing, not the work (--measure-costs times that).
+  f.run.record_timeline = !absl::GetFlag(FLAGS_trace).empty() || !f.traits.device;
   return f;
 }
 
@@ -196,6 +201,15 @@ class ProgressBar {
   bool drawn_ = false;
 };
 
+// Each stage's host time per call (host backends), with what it was
+// measured on: the cut of a version 2 model, the transformer's shape.
+struct StageTimesReport {
+  std::vector<StageCallTimes> times;
+  int skipped_steps = 0;  // the first step, when there are several: first touches
+  std::optional<Partition> partition;
+  std::optional<TransformerShape> shape;
+};
+
 std::string Bytes(int64_t bytes) {
   if (bytes < 1024) return absl::StrCat(bytes, " B");
   if (bytes < (int64_t{1} << 20)) return absl::StrFormat("%.2f KiB", bytes / 1024.0);
@@ -205,7 +219,8 @@ std::string Bytes(int64_t bytes) {
 void PrintText(const std::string& path, const ReplayFlags& f, const ReplayPlan& plan,
                const ReplayResult& r, const std::optional<MlpComparison>& check,
                const std::vector<gpu::MeasuredStageCosts>& costs,
-               const std::optional<gpu::GraphStepsReport>& graph) {
+               const std::optional<gpu::GraphStepsReport>& graph,
+               const std::optional<StageTimesReport>& stage_times) {
   const Schedule& s = plan.schedule;
   std::printf("%s: replayed %d step%s of pp %d x dp %d (%d stages, %d microbatches, %zu actions) "
               "with %s stages, %s backend, %s memory\n",
@@ -257,6 +272,14 @@ void PrintText(const std::string& path, const ReplayFlags& f, const ReplayPlan& 
                 graph->check.Within(kMlpTolerance) ? "ok" : "FAILED",
                 graph->check.ToString().c_str());
   }
+  if (stage_times.has_value()) {
+    for (const StageCallTimes& c : stage_times->times) {
+      std::printf("stage %d host time per call: F %.1f us, I %.1f us, W %.1f us, B %.1f us%s\n",
+                  c.stage, c.forward_us, c.backward_input_us, c.backward_weight_us,
+                  c.backward_us,
+                  stage_times->skipped_steps > 0 ? " (steps after the first)" : "");
+    }
+  }
   for (const gpu::MeasuredStageCosts& c : costs) {
     std::printf("stage %d device time per call: F %.1f us, I %.1f us, W %.1f us, B %.1f us\n",
                 c.stage, c.forward_us, c.backward_input_us, c.backward_weight_us, c.backward_us);
@@ -268,7 +291,8 @@ using Json = nlohmann::ordered_json;
 void PrintJson(const ReplayFlags& f, const ReplayPlan& plan, const ReplayResult& r,
                const std::optional<MlpComparison>& check,
                const std::vector<gpu::MeasuredStageCosts>& costs,
-               const std::optional<gpu::GraphStepsReport>& graph) {
+               const std::optional<gpu::GraphStepsReport>& graph,
+               const std::optional<StageTimesReport>& stage_times) {
   Json ranks = Json::array();
   for (const RankReplay& k : r.ranks) {
     ranks.push_back({{"rank", k.world_rank},
@@ -313,6 +337,17 @@ void PrintJson(const ReplayFlags& f, const ReplayPlan& plan, const ReplayResult&
                       {"backward_us", c.backward_us}});
     }
     out["device_costs"] = std::move(list);
+  }
+  if (stage_times.has_value()) {
+    out["stage_times"] = StageTimesJson(stage_times->times, stage_times->partition,
+                                        stage_times->skipped_steps,
+                                        f.steps - stage_times->skipped_steps);
+    if (stage_times->partition.has_value()) {
+      out["partition"] = stage_times->partition->boundaries;
+    }
+    if (stage_times->shape.has_value()) {
+      out["transformer_shape"] = TransformerShapeJson(*stage_times->shape);
+    }
   }
   if (check.has_value()) {
     out["check"] = {{"ok", check->Within(kMlpTolerance)},
@@ -419,6 +454,7 @@ int RunReplay(const Command& command, const Invocation& invocation) {
     factory = std::move(owned);
   }
   std::optional<TransformerReplay> transformer;
+  std::optional<TransformerShape> transformer_shape;
   if (f.stage == "transformer") {
     if (!partition_used.has_value()) {
       return UsageError(command, absl::StrCat("--stage transformer needs a version 2 model (`jitpipe "
@@ -435,6 +471,7 @@ int RunReplay(const Command& command, const Invocation& invocation) {
       return Fail(command, made.status());
     }
     transformer = *std::move(made);
+    transformer_shape = *shape;
     absl::StatusOr<Model> sized =
         ModelWithStageSizes(base, lowered->num_stages(), *transformer->factory);
     if (!sized.ok()) return Fail(command, in_file(sized.status()));
@@ -520,10 +557,22 @@ int RunReplay(const Command& command, const Invocation& invocation) {
   if (const std::string trace = absl::GetFlag(FLAGS_trace); !trace.empty()) {
     if (absl::Status s = WriteTrace(trace, path, f, *plan, *result); !s.ok()) return Fail(command, s);
   }
+  std::optional<StageTimesReport> stage_times;
+  if (f.run.record_timeline && !f.traits.device) {
+    StageTimesReport report;
+    report.skipped_steps = f.steps > 1 ? 1 : 0;
+    absl::StatusOr<std::vector<StageCallTimes>> times =
+        MeasureStageCallTimes(plan->schedule, result->timeline, f.steps, report.skipped_steps);
+    if (!times.ok()) return Fail(command, in_file(times.status()));
+    report.times = *std::move(times);
+    report.partition = partition_used;
+    report.shape = transformer_shape;
+    stage_times = std::move(report);
+  }
   if (absl::GetFlag(FLAGS_json)) {
-    PrintJson(f, *plan, *result, *check, costs, graph);
+    PrintJson(f, *plan, *result, *check, costs, graph, stage_times);
   } else {
-    PrintText(path, f, *plan, *result, *check, costs, graph);
+    PrintText(path, f, *plan, *result, *check, costs, graph, stage_times);
   }
   if (check->has_value() && !(*check)->Within(kMlpTolerance)) {
     return Fail(command, in_file(absl::DataLossError(absl::StrCat(

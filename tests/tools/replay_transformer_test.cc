@@ -4,13 +4,16 @@
 // microbatches under every built-in schedule: the loss and every gradient as
 // the reference trainer's, each rank's measured peak equal to its plan's.
 // Then the usage errors. Skipped when the build has no OpenBLAS.
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "scheduler/ir/model_file.h"
 #include "scheduler/generators/generate.h"
+#include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 
 namespace jitpipe::replay_transformer_test {
@@ -103,6 +106,59 @@ TEST(ReplayTransformerUsageTest, NamesWhatIsMissingOrDifferent) {
                            "--vocab", "1000"});
   EXPECT_EQ(bf16.exit_code, 2);
   EXPECT_THAT(bf16.err, HasSubstr("it needs --dtype fp32, --swiglu, --rmsnorm"));
+}
+
+// The calibration flow on the shape at pp 2 (even cut: E t*4 | t*4
+// L): replay --json reports each stage's call times with its layers, model
+// --calibrate fits them (two stages: the decoder layer's time from stage 0,
+// the loss head the rest of stage 1, or, if that rest is negative, the loss
+// at 0 and the layer the mean over both stages' 4 layers each), and the
+// calibrated model simulates the schedule.
+TEST(ReplayTransformerCalibrationTest, ReplayThenCalibrateThenSimulate) {
+  if (!JITPIPE_HAVE_BLAS) GTEST_SKIP() << "built without OpenBLAS: no transformer stage";
+  const std::string dir = MakeTempDir("replay_transformer_calibrate");
+  const std::string model = dir + "/model.json", schedule = dir + "/schedule.json";
+  const std::string report = dir + "/replay.json", calibrated = dir + "/calibrated.json";
+  ASSERT_EQ(RunCli(Concat({"model", "--tflops", "1", "-o", model}, kShape)).exit_code, 0);
+  ASSERT_EQ(RunCli({"generate", "--schedule", "1f1b", "--pp", "2", "--microbatches", "4", "-o",
+                    schedule})
+                .exit_code,
+            0);
+  CliResult r = RunCli(Concat({"replay", schedule, "--model", model, "--stage", "transformer",
+                               "--steps", "2", "--json"},
+                              kShape));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+  EXPECT_EQ(out["partition"], nlohmann::json({0, 5, 10}));
+  EXPECT_EQ(out["transformer_shape"]["hidden"], 256);
+  const nlohmann::json& times = out["stage_times"];
+  EXPECT_EQ(times["skipped_steps"], 1);
+  EXPECT_EQ(times["counted_steps"], 1);
+  ASSERT_EQ(times["stages"].size(), 2u);
+  const nlohmann::json& s0 = times["stages"][0];
+  const nlohmann::json& s1 = times["stages"][1];
+  EXPECT_EQ(s0["first_layer"], 0);
+  EXPECT_EQ(s0["end_layer"], 5);
+  EXPECT_EQ(s1["first_layer"], 5);
+  EXPECT_EQ(s1["end_layer"], 10);
+  EXPECT_EQ(s0["forward_calls"], 4);
+  EXPECT_EQ(s1["backward_calls"], 4);  // 1F1B runs B
+  { std::ofstream(report) << r.out; }
+  CliResult c = RunCli(Concat({"model", "--calibrate", report, "-o", calibrated}, kShape));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_THAT(c.out, HasSubstr("heads-scaled fit, B split into I and W by the FLOP ratio"));
+  ASSERT_OK_AND_ASSIGN(ModelFile m, LoadModelFile(calibrated));
+  const auto layer_time = [](double t0, double t1) {
+    return t1 >= t0 ? t0 / 4 : (t0 + t1) / 8;
+  };
+  const LayerCost& layer = m.layers.layers[1];
+  EXPECT_NEAR(layer.forward_us,
+              layer_time(s0["forward_us"].get<double>(), s1["forward_us"].get<double>()), 1e-6);
+  EXPECT_NEAR(layer.backward_input_us + layer.backward_weight_us,
+              layer_time(s0["backward_us"].get<double>(), s1["backward_us"].get<double>()),
+              1e-6);
+  CliResult sim = RunCli({"simulate", schedule, "--model", calibrated});
+  EXPECT_EQ(sim.exit_code, 0) << sim.err;
 }
 
 }  // namespace
