@@ -27,10 +27,11 @@
 namespace jitpipe::cli {
 namespace {
 
-absl::StatusOr<AutoScheduleOptions> AutoOptionsFromFlags() {
+// `microbatches`: --microbatches, or what --global-batch makes of the model.
+absl::StatusOr<AutoScheduleOptions> AutoOptionsFromFlags(int microbatches) {
   AutoScheduleOptions options;
   options.pp = absl::GetFlag(FLAGS_pp);
-  options.microbatches = absl::GetFlag(FLAGS_microbatches);
+  options.microbatches = microbatches;
   if (options.pp < 1 || options.microbatches < 1) {
     return absl::InvalidArgumentError("--pp and --microbatches must be >= 1");
   }
@@ -51,13 +52,24 @@ absl::StatusOr<AutoScheduleOptions> AutoOptionsFromFlags() {
   return options;
 }
 
-int RunAuto(const Command& command, const std::string& out) {
+int RunAuto(const Command& command, const Invocation& invocation, const std::string& out) {
   const std::string model_path = absl::GetFlag(FLAGS_model);
   if (model_path.empty()) return UsageError(command, "--schedule auto needs --model MODEL");
-  absl::StatusOr<AutoScheduleOptions> options = AutoOptionsFromFlags();
-  if (!options.ok()) return UsageError(command, options.status().message());
+  if (invocation.IsSet("global_batch") && absl::GetFlag(FLAGS_global_batch) < 1) {
+    return UsageError(command, "--global-batch must be >= 1");
+  }
   absl::StatusOr<ModelFile> model = LoadModelFile(model_path, MaxInputBytes());
   if (!model.ok()) return Fail(command, model.status());
+  absl::StatusOr<int> microbatches =
+      MicrobatchesFromFlags(invocation.IsSet("microbatches"), invocation.IsSet("global_batch"),
+                            model->layered() ? &model->layers : nullptr);
+  if (!microbatches.ok()) {
+    return Fail(command, absl::Status(microbatches.status().code(),
+                                      absl::StrCat(model_path, ": ",
+                                                   microbatches.status().message())));
+  }
+  absl::StatusOr<AutoScheduleOptions> options = AutoOptionsFromFlags(*microbatches);
+  if (!options.ok()) return UsageError(command, options.status().message());
   if (!model->layered() && !absl::GetFlag(FLAGS_partition).empty()) {
     return Fail(command, absl::InvalidArgumentError(absl::StrCat(
                              model_path, ": --partition needs a version 2 model (layers); this "
@@ -96,27 +108,31 @@ int RunAuto(const Command& command, const std::string& out) {
 }
 
 int RunGenerate(const Command& command, const Invocation& invocation) {
+  const bool is_auto = absl::AsciiStrToLower(absl::GetFlag(FLAGS_schedule)) == "auto";
   for (absl::string_view flag : {"schedule", "pp", "microbatches"}) {
+    // auto may take --global-batch instead of --microbatches.
+    if (flag == "microbatches" && is_auto && invocation.IsSet("global_batch")) continue;
     if (!invocation.IsSet(flag)) {
       return UsageError(command, absl::StrCat("missing --", flag, "; usage: jitpipe ",
                                               command.synopsis));
     }
   }
-  if (absl::AsciiStrToLower(absl::GetFlag(FLAGS_schedule)) == "auto") {
+  if (is_auto) {
     const std::string out = absl::GetFlag(FLAGS_output);
     if (!out.empty()) {
       if (auto format = FormatForOutput(out); !format.ok()) {
         return UsageError(command, format.status().message());
       }
     }
-    return RunAuto(command, out);
+    return RunAuto(command, invocation, out);
   }
   for (const auto& [flag, spelled] : {std::pair{"model", "--model"},
                                        std::pair{"memory_limit", "--memory-limit"},
                                        std::pair{"reserve", "--reserve"},
                                        std::pair{"layout", "--layout"},
                                        std::pair{"partition", "--partition"},
-                                       std::pair{"time_budget", "--time-budget"}}) {
+                                       std::pair{"time_budget", "--time-budget"},
+                                       std::pair{"global_batch", "--global-batch"}}) {
     if (invocation.IsSet(flag)) {
       return UsageError(command, absl::StrCat(spelled, " applies to --schedule auto only"));
     }
@@ -153,6 +169,7 @@ absl::string_view Summary() {
         "backwards, with the bubbles PyTorch emits, go to -o FILE as jitpipe JSON or PyTorch "
         "CSV (by extension), or as JSON to stdout. Parameters a schedule cannot run with exit "
         "1, stating the constraint and valid alternatives.\n\n--schedule auto --model MODEL "
+        "[--global-batch G instead of --microbatches: G / (dp x the model's microbatch size)] "
         "[--memory-limit BYTES] [--time-budget S] [--layout L | --partition even|balanced] "
         "searches compute orders (every built-in schedule, the zero-bubble heuristic, and a "
         "list scheduler over one- and two-stage placements, I/W split, W deferral, warm-up "
@@ -187,7 +204,7 @@ Command GenerateCommand() {
                   "[-o FILE]",
       .summary = Summary(),
       .flags = {"schedule", "pp", "microbatches", "stages_per_rank", "output", "model",
-                "memory_limit", "reserve", "time_budget", "layout", "partition"},
+                "memory_limit", "reserve", "time_budget", "layout", "partition", "global_batch"},
       .min_positional = 0,
       .max_positional = 0,
       .run = RunGenerate,
