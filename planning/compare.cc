@@ -99,13 +99,27 @@ absl::StatusOr<Comparison> CompareSchedules(const LayeredModel& model,
   const absl::Time start = absl::Now();
   std::mutex progress_mutex;
   int done = 0;
-  ParallelFor(total, threads, [&](int i) {
+  // Judged v by v (every schedule at its smallest v first): the cheapest
+  // candidates first, so that a short budget still sees every schedule.
+  std::vector<int> order(candidates.size());
+  for (int i = 0; i < total; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return candidates[a].v < candidates[b].v; });
+  ParallelFor(total, threads, [&](int k) {
+    const int i = order[k];
     const absl::Duration remaining = options.time_budget - (absl::Now() - start);
+    // Past the budget a candidate is still generated (cheap), so that one
+    // its schedule refuses says why rather than "not judged".
     if (remaining <= absl::ZeroDuration()) {
-      out_of_time[i] = 1;
-      results[i] = absl::DeadlineExceededError(
+      absl::StatusOr<Schedule> refused = Generate({.schedule = candidates[i].generator->name,
+                                                   .pp = options.pp,
+                                                   .microbatches = options.microbatches,
+                                                   .stages_per_rank = candidates[i].v});
+      out_of_time[i] = refused.ok();
+      results[i] = refused.ok() ? absl::DeadlineExceededError(
           absl::StrCat("not judged: the time budget of ",
-                       absl::FormatDuration(options.time_budget), " had passed"));
+                       absl::FormatDuration(options.time_budget), " had passed"))
+                                : refused.status();
     } else {
       results[i] = Evaluate(file, candidates[i], options, remaining);
     }

@@ -21,7 +21,8 @@
 // workload and peak allow, tokens per second and MFU of the simulated step.
 //
 // Time: rows are judged on up to `threads` threads (base/parallel_for.h),
-// each candidate's balanced search the costliest part. A candidate not yet
+// each candidate's balanced search the costliest part, every schedule at its
+// smallest v first (the cheapest: a short budget still sees every schedule). A candidate not yet
 // started when `time_budget` has passed is skipped with the reason "not
 // judged: ..." (CompareSkipped::out_of_time); one running then finishes, its
 // balanced search ended early with the best cut found (CompareRow::

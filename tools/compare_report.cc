@@ -48,14 +48,18 @@ std::string Device(const LayeredModel& m) {
   return "the device (no limit in the model)";
 }
 
-// Schedules with no row at all, each with its first refusal.
+// Schedules with no row at all, each with its first refusal; not those the
+// time budget left unjudged at some v (they are listed as not judged).
 std::vector<CompareSkipped> Unrun(const Comparison& c) {
   std::set<std::string> ran;
   for (const CompareRow& r : c.rows) ran.insert(r.schedule);
+  for (const CompareSkipped& s : c.skipped) {
+    if (s.out_of_time) ran.insert(s.schedule);
+  }
   std::vector<CompareSkipped> out;
   std::set<std::string> listed;
   for (const CompareSkipped& s : c.skipped) {
-    if (s.out_of_time || ran.count(s.schedule) || !listed.insert(s.schedule).second) continue;
+    if (ran.count(s.schedule) || !listed.insert(s.schedule).second) continue;
     out.push_back(s);
   }
   return out;

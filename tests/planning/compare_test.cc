@@ -189,8 +189,9 @@ TEST(CompareTest, EachRowSplitsItsBubbleAndDerivesTokensAndMfu) {
   }
 }
 
-// A budget already spent judges nothing: every candidate is skipped as out
-// of time (not as refused), and progress still counts each one, once.
+// A budget already spent judges nothing: every candidate that would have
+// made a row is skipped as out of time, one its schedule refuses keeps the
+// refusal, and progress still counts each one, once.
 TEST(CompareTest, ATimeBudgetSpentSkipsTheRowsNotYetJudged) {
   int calls = 0, last_done = 0, last_total = 0;
   ASSERT_OK_AND_ASSIGN(
@@ -206,10 +207,24 @@ TEST(CompareTest, ATimeBudgetSpentSkipsTheRowsNotYetJudged) {
   EXPECT_TRUE(c.rows.empty());
   EXPECT_EQ(c.best, -1);
   ASSERT_FALSE(c.skipped.empty());
+  // What the schedule itself refuses still says why; the rest are not judged.
+  int not_judged = 0;
   for (const CompareSkipped& s : c.skipped) {
-    EXPECT_TRUE(s.out_of_time) << s.schedule;
-    EXPECT_EQ(s.reason, "not judged: the time budget of 0 had passed");
+    if (s.schedule == "gpipe" && s.stages_per_rank == 2) {
+      EXPECT_FALSE(s.out_of_time);
+      EXPECT_EQ(s.reason, "gpipe: needs exactly 1 stage per rank, got 2");
+    }
+    if (s.schedule == "1f1b" && s.stages_per_rank == 1) {
+      EXPECT_TRUE(s.out_of_time);
+    }
+    if (s.out_of_time) {
+      ++not_judged;
+      EXPECT_EQ(s.reason, "not judged: the time budget of 0 had passed");
+    }
   }
+  ASSERT_OK_AND_ASSIGN(Comparison all_rows, CompareSchedules(Uniform(), {.pp = 4,
+                                                                         .microbatches = 8}));
+  EXPECT_EQ(not_judged, static_cast<int>(all_rows.rows.size()));
   EXPECT_EQ(calls, static_cast<int>(c.skipped.size()));
   EXPECT_EQ(last_total, calls);
   // An ample budget judges them all, and calls progress as often.
