@@ -47,6 +47,10 @@ absl::StatusOr<CompareRow> Evaluate(const ModelFile& file, const Candidate& c,
   PartitionChoice choice = options.partition;
   choice.predict.overlap = options.overlap;
   choice.time_budget = std::min(choice.time_budget, remaining);
+  // A row's balanced search also runs its neighbours side by side: the
+  // costliest rows (zero-bubble schedules with the overlap pass) otherwise
+  // finish alone on one core long after the others.
+  choice.threads = options.threads;
   ASSIGN_OR_RETURN(StagedModel staged, ModelForSchedule(file, s, choice));
   ASSIGN_OR_RETURN(Prediction p, Predict(s, staged.model, {.overlap = options.overlap}));
   CompareRow row{.schedule = c.generator->name,
