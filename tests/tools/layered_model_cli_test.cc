@@ -269,6 +269,13 @@ TEST_F(LayeredModelCliTest, CompareTakesAGlobalBatchAndDerivesTokensAndMfu) {
   CliResult unsized = RunCli({"compare", "--pp", "4", "--global-batch", "32", "--model", model_});
   EXPECT_EQ(unsized.exit_code, 1);
   EXPECT_THAT(unsized.err, HasSubstr("the model does not give its microbatch size"));
+  // The auto scheduler takes the same global batch and prints the same figures.
+  CliResult chosen = RunCli({"generate", "--schedule", "auto", "--pp", "4", "--global-batch",
+                             "32", "--model", sized, "--memory-limit", "1GiB", "--peak-tflops",
+                             "1", "-o", dir_ + "/auto.json"});
+  ASSERT_EQ(chosen.exit_code, 0) << chosen.err;
+  EXPECT_THAT(chosen.out, HasSubstr("tokens/s per GPU (128 tokens per step on 8 GPUs), MFU "));
+  EXPECT_THAT(chosen.out, HasSubstr("of 1 TFLOP/s; derived from the simulated step"));
   EXPECT_EQ(RunCli({"compare", "--pp", "4", "--model", sized}).exit_code, 2);
   EXPECT_EQ(RunCli({"compare", "--pp", "4", "--microbatches", "8", "--model", sized,
                     "--peak-tflops", "-1"}).exit_code, 2);
