@@ -1,13 +1,16 @@
-// jitpipe compare --pp P --microbatches M --model MODEL [--stages-per-rank V]
-// [--overlap] [--json] [--layout L | --partition even|balanced] [--svg OUT]:
-// every built-in schedule valid for (P, M, V), side by side under one cost
-// model.
+// jitpipe compare --pp P (--microbatches M | --global-batch G) --model MODEL
+// [--stages-per-rank V] [--overlap] [--json] [--layout L | --partition
+// even|balanced] [--peak-tflops T] [--time-budget S] [--svg OUT]: every
+// built-in schedule valid for (P, M, V), side by side under one cost model.
+// --global-batch (version 2 models) makes M = G / (dp x microbatch size).
 //
 // A version 2 (layered) MODEL runs planning/compare.h: every schedule at
 // every v of 1, 2 and 4 (or V), all doing the same work, with each rank's
 // memory, all of it, against the device; sorted by makespan among the rows
-// that fit; --svg draws the winner (tools/compare_report.h). A version 1
-// MODEL gives per-stage costs and runs as follows.
+// that fit; step, bubble split, tokens/s and MFU per row; --svg draws the
+// winner (tools/compare_report.h). --time-budget bounds the whole
+// comparison; a progress line goes to stderr when it is a terminal. A
+// version 1 MODEL gives per-stage costs and runs as follows.
 //
 // planning/compare_per_stage.h evaluates every schedule; the table is
 // sorted by makespan (ties by name) and the best is marked "*"; schedules
