@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/parallel_for.h"
 #include "base/status_macros.h"
 
 namespace jitpipe {
@@ -23,10 +24,16 @@ class Evaluator {
 
   absl::StatusOr<double> Makespan(const Partition& p) {
     ++evaluations_;
+    return Simulate(p);
+  }
+  // Safe to call from several threads at once; counts nothing (Count does).
+  absl::StatusOr<double> Simulate(const Partition& p) const {
     ASSIGN_OR_RETURN(Model staged, StageModel(model_, p, schedule_.chains));
     ASSIGN_OR_RETURN(Prediction prediction, Predict(schedule_, staged, options_.predict));
     return prediction.simulation.makespan_us;
   }
+  void Count(int n) { evaluations_ += n; }
+  int Remaining() const { return std::max(0, options_.max_evaluations - evaluations_); }
 
   bool Exhausted() {
     if (evaluations_ >= options_.max_evaluations) return true;
@@ -133,12 +140,19 @@ absl::StatusOr<BalancedPartition> BalancePartition(const LayeredModel& model,
     improved = false;
     std::optional<Partition> best;
     double best_t = out.makespan_us;
-    for (const Partition& q : Neighbours(out.partition, model)) {
-      if (eval.Exhausted()) break;
-      ASSIGN_OR_RETURN(double t, eval.Makespan(q));
-      if (t < best_t * (1 - 1e-12)) {
-        best = q;
-        best_t = t;
+    // The neighbours a sequential loop would reach before max_evaluations,
+    // simulated side by side, then taken in order: the same choice whatever
+    // the thread count.
+    std::vector<Partition> next = Neighbours(out.partition, model);
+    next.resize(std::min(next.size(), static_cast<size_t>(eval.Remaining())));
+    ASSIGN_OR_RETURN(std::vector<double> times,
+                     ParallelMap<double>(static_cast<int>(next.size()), options.threads,
+                                         [&](int i) { return eval.Simulate(next[i]); }));
+    eval.Count(static_cast<int>(next.size()));
+    for (size_t i = 0; i < next.size(); ++i) {
+      if (times[i] < best_t * (1 - 1e-12)) {
+        best = next[i];
+        best_t = times[i];
       }
     }
     if (best.has_value()) {

@@ -11,10 +11,13 @@
 //      layer is simulated, the best strictly better one is taken, until none
 //      is better, max_evaluations simulations have run, or time_budget has
 //      passed (the only input that makes the result depend on the machine).
+//      A step's neighbours are simulated on up to `threads` threads
+//      (base/parallel_for.h); the result does not depend on how many.
 // The result is never slower than the even cut under the simulator.
 //
 // Pure but for reading the clock; thread-compatible. Cost: max_evaluations
-// simulations at most, and one simulation past time_budget.
+// simulations at most, and one step's neighbours past time_budget (the
+// budget is read between steps).
 #ifndef JITPIPE_PLANNING_BALANCE_H_
 #define JITPIPE_PLANNING_BALANCE_H_
 
@@ -31,6 +34,7 @@ struct BalanceOptions {
   int max_evaluations = 200;
   PredictOptions predict = {};  // how each candidate is simulated (e.g. the overlap pass)
   absl::Duration time_budget = absl::InfiniteDuration();
+  int threads = 1;  // for a step's neighbours; <= 0: one per hardware thread
 };
 
 struct BalancedPartition {

@@ -1,6 +1,7 @@
 #include "planning/compare.h"
 
 #include <algorithm>
+#include <mutex>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -8,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/parallel_for.h"
 #include "base/status_macros.h"
 #include "scheduler/generators/generate.h"
@@ -37,20 +39,31 @@ uint64_t ProgramHash(const Schedule& s, const std::string& layout) {
 }
 
 absl::StatusOr<CompareRow> Evaluate(const ModelFile& file, const Candidate& c,
-                                    const CompareOptions& options) {
+                                    const CompareOptions& options, absl::Duration remaining) {
   ASSIGN_OR_RETURN(Schedule s, Generate({.schedule = c.generator->name,
                                          .pp = options.pp,
                                          .microbatches = options.microbatches,
                                          .stages_per_rank = c.v}));
   PartitionChoice choice = options.partition;
   choice.predict.overlap = options.overlap;
+  choice.time_budget = std::min(choice.time_budget, remaining);
+  // A row's balanced search also runs its neighbours side by side: the
+  // costliest rows (zero-bubble schedules with the overlap pass) otherwise
+  // finish alone on one core long after the others.
+  choice.threads = options.threads;
   ASSIGN_OR_RETURN(StagedModel staged, ModelForSchedule(file, s, choice));
   ASSIGN_OR_RETURN(Prediction p, Predict(s, staged.model, {.overlap = options.overlap}));
   CompareRow row{.schedule = c.generator->name,
                  .stages_per_rank = s.stages_per_rank,
                  .layout = staged.partition->ToLayout(file.layers),
                  .simulation = std::move(p.simulation),
+                 .budget_ended = staged.budget_ended,
                  .program_hash = 0};
+  row.bubble = SplitBubble(row.simulation);
+  if (row.simulation.makespan_us > 0) {
+    row.figures = StepFiguresOf(file.layers, options.pp, options.microbatches,
+                                row.simulation.makespan_us);
+  }
   row.program_hash = ProgramHash(s, row.layout);
   double busy = 0;
   for (const RankSimulation& r : row.simulation.ranks) busy += r.busy_us;
@@ -84,17 +97,50 @@ absl::StatusOr<Comparison> CompareSchedules(const LayeredModel& model,
   }
   std::vector<absl::StatusOr<CompareRow>> results(candidates.size(),
                                                   absl::UnknownError("not evaluated"));
+  std::vector<char> out_of_time(candidates.size(), 0);
   const int threads = options.threads > 0 ? options.threads : DefaultThreads();
-  ParallelFor(static_cast<int>(candidates.size()), threads, [&](int i) {
-    results[i] = Evaluate(file, candidates[i], options);
+  const int total = static_cast<int>(candidates.size());
+  const absl::Time start = absl::Now();
+  std::mutex progress_mutex;
+  int done = 0;
+  // Judged v by v (every schedule at its smallest v first): the cheapest
+  // candidates first, so that a short budget still sees every schedule.
+  std::vector<int> order(candidates.size());
+  for (int i = 0; i < total; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return candidates[a].v < candidates[b].v; });
+  ParallelFor(total, threads, [&](int k) {
+    const int i = order[k];
+    const absl::Duration remaining = options.time_budget - (absl::Now() - start);
+    // Past the budget a candidate is still generated (cheap), so that one
+    // its schedule refuses says why rather than "not judged".
+    if (remaining <= absl::ZeroDuration()) {
+      absl::StatusOr<Schedule> refused = Generate({.schedule = candidates[i].generator->name,
+                                                   .pp = options.pp,
+                                                   .microbatches = options.microbatches,
+                                                   .stages_per_rank = candidates[i].v});
+      out_of_time[i] = refused.ok();
+      results[i] = refused.ok() ? absl::DeadlineExceededError(
+          absl::StrCat("not judged: the time budget of ",
+                       absl::FormatDuration(options.time_budget), " had passed"))
+                                : refused.status();
+    } else {
+      results[i] = Evaluate(file, candidates[i], options, remaining);
+    }
+    if (options.progress) {
+      std::lock_guard<std::mutex> lock(progress_mutex);
+      options.progress(++done, total);
+    }
   });
   Comparison out;
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (results[i].ok()) {
       out.rows.push_back(*std::move(results[i]));
     } else {
-      out.skipped.push_back({candidates[i].generator->name, candidates[i].v,
-                             std::string(results[i].status().message())});
+      out.skipped.push_back({.schedule = candidates[i].generator->name,
+                             .stages_per_rank = candidates[i].v,
+                             .reason = std::string(results[i].status().message()),
+                             .out_of_time = out_of_time[i] != 0});
     }
   }
   std::stable_sort(out.rows.begin(), out.rows.end(), RowOrder);

@@ -7,13 +7,13 @@
 namespace jitpipe {
 namespace {
 
-std::string Describe(const Schedule& s) {
+std::string DescribeForMegatron(const Schedule& s) {
   return absl::StrCat(s.name.empty() ? "the schedule" : s.name, " (pp ", s.pp, ", v ",
                       s.stages_per_rank, ", ", s.microbatches, " microbatches)");
 }
 
 absl::Status CheckRunnable(const Schedule& s) {
-  const std::string what = Describe(s);
+  const std::string what = DescribeForMegatron(s);
   if (s.chains != 1) {
     return absl::FailedPreconditionError(absl::StrCat(
         what, " runs ", s.chains, " chains (DualPipe's two directions over the same ranks); "
@@ -101,7 +101,7 @@ absl::StatusOr<MegatronExport> ExportMegatron(const Schedule& schedule,
                                               const std::string& source) {
   if (cut.has_value() && cut->num_stages() != schedule.stages_per_chain()) {
     return absl::InvalidArgumentError(absl::StrCat("the layer cut has ", cut->num_stages(),
-                                                   " stages; ", Describe(schedule), " has ",
+                                                   " stages; ", DescribeForMegatron(schedule), " has ",
                                                    schedule.stages_per_chain()));
   }
   RETURN_IF_ERROR(CheckRunnable(schedule));
@@ -119,7 +119,7 @@ absl::StatusOr<MegatronExport> ExportMegatron(const Schedule& schedule,
   }
   e.notes = Notes(schedule, e, cut.has_value());
   e.text = absl::StrCat("# jitpipe export --to megatron", source.empty() ? "" : ": ", source,
-                        "\n# ", Describe(schedule), "; for Megatron-LM main d98e8a64.\n",
+                        "\n# ", DescribeForMegatron(schedule), "; for Megatron-LM main d98e8a64.\n",
                         "# Closest built-in schedule: ", e.closest_schedule, " (",
                         e.megatron_function, ").\n");
   for (const std::string& note : e.notes) absl::StrAppend(&e.text, "# note: ", note, "\n");

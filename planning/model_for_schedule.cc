@@ -59,7 +59,8 @@ absl::StatusOr<StagedModel> ModelForSchedule(const ModelFile& file, const Schedu
     ASSIGN_OR_RETURN(BalancedPartition balanced,
                      BalancePartition(layered, schedule,
                                       {.predict = choice.predict,
-                                       .time_budget = choice.time_budget}));
+                                       .time_budget = choice.time_budget,
+                                       .threads = choice.threads}));
     out.partition = std::move(balanced.partition);
     out.budget_ended = balanced.budget_ended;
     out.how = "balanced";

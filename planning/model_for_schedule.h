@@ -36,6 +36,7 @@ struct PartitionChoice {
   bool use_recorded_layout = true;
   PredictOptions predict = {};  // how the balanced search simulates
   absl::Duration time_budget = absl::InfiniteDuration();  // of the balanced search
+  int threads = 1;  // the balanced search's (balance.h); <= 0: one per hardware thread
 };
 
 struct StagedModel {

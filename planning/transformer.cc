@@ -322,6 +322,16 @@ LayerFormula LossFormula(const TransformerShape& x) {
   return out;
 }
 
+double ModelFlopsPerMicrobatch(const TransformerShape& x) {
+  TransformerShape none = x;
+  none.recompute = Recompute::kNone;
+  auto total = [](const LayerFormula& f) {
+    return f.forward_flops + f.backward_input_flops + f.backward_weight_flops;
+  };
+  return x.layers * total(BodyLayerFormula(none)) + total(EmbeddingFormula(none)) +
+         total(LossFormula(none));
+}
+
 int64_t InputBytes(const TransformerShape& x) { return 8 * x.seq * x.microbatch_size; }
 
 absl::StatusOr<LayeredModel> BuildTransformerModel(const TransformerShape& x) {
@@ -334,6 +344,10 @@ absl::StatusOr<LayeredModel> BuildTransformerModel(const TransformerShape& x) {
   const LayerCost body = ToLayer(BodyLayerFormula(x), LayerKind::kLayer, "decoder", x);
   for (int i = 0; i < x.layers; ++i) model.layers.push_back(body);
   model.layers.push_back(ToLayer(LossFormula(x), LayerKind::kLoss, "loss", x));
+  model.workload = {.microbatch_size = x.microbatch_size,
+                    .seq_len = x.seq,
+                    .tp = x.tp,
+                    .model_flops_per_microbatch = ModelFlopsPerMicrobatch(x)};
   RETURN_IF_ERROR(ValidateLayeredModel(model));
   return model;
 }

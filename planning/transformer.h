@@ -151,12 +151,20 @@ std::vector<ActivationTerm> LossActivations(const TransformerShape& shape);
 LayerFormula BodyLayerFormula(const TransformerShape& shape);
 LayerFormula EmbeddingFormula(const TransformerShape& shape);
 LayerFormula LossFormula(const TransformerShape& shape);
+// The FLOPs MFU counts for one microbatch through the whole model, all t
+// GPUs together: every layer's forward and backward (I + W) and the loss
+// head's, without recomputation (recomputed FLOPs are work the hardware
+// does, not work the model needs: [N]'s model FLOPs, PaLM's MFU). At g = a,
+// f = 4h: 3(L(24bsh² + 4bs²h) + 2bshV) ([N] eq. 3, before its recompute
+// term). REQUIRES: ValidateTransformerShape(shape) is ok.
+double ModelFlopsPerMicrobatch(const TransformerShape& shape);
 // Bytes of a microbatch's token ids: 8sb ([M]).
 int64_t InputBytes(const TransformerShape& shape);
 
 // The layered model: embedding, L layers, loss, with times at shape.tflops
 // per GPU (a layer's FLOPs over t GPUs), bytes per tensor-parallel rank and
-// dp.param_dtype = shape.dtype. p2p, the rest of dp, the optimizer and the
+// dp.param_dtype = shape.dtype, and its workload (b, s, t and
+// ModelFlopsPerMicrobatch). p2p, the rest of dp, the optimizer and the
 // device are left at their defaults for the caller to fill.
 // Errors: those of ValidateTransformerShape.
 absl::StatusOr<LayeredModel> BuildTransformerModel(const TransformerShape& shape);

@@ -1,21 +1,27 @@
-// jitpipe compare --pp P --microbatches M --model MODEL [--stages-per-rank V]
-// [--overlap] [--json] [--layout L | --partition even|balanced] [--svg OUT]:
-// every built-in schedule valid for (P, M, V), side by side under one cost
-// model.
+// jitpipe compare --pp P (--microbatches M | --global-batch G) --model MODEL
+// [--stages-per-rank V] [--overlap] [--json] [--layout L | --partition
+// even|balanced] [--peak-tflops T] [--time-budget S] [--svg OUT]: every
+// built-in schedule valid for (P, M, V), side by side under one cost model.
+// --global-batch (version 2 models) makes M = G / (dp x microbatch size).
 //
 // A version 2 (layered) MODEL runs planning/compare.h: every schedule at
 // every v of 1, 2 and 4 (or V), all doing the same work, with each rank's
 // memory, all of it, against the device; sorted by makespan among the rows
-// that fit; --svg draws the winner (tools/compare_report.h). A version 1
-// MODEL gives per-stage costs and runs as follows.
+// that fit; step, bubble split, tokens/s and MFU per row; --svg draws the
+// winner (tools/compare_report.h). --time-budget bounds the whole
+// comparison; a progress line goes to stderr when it is a terminal. A
+// version 1 MODEL gives per-stage costs and runs as follows.
 //
 // planning/compare_per_stage.h evaluates every schedule; the table is
 // sorted by makespan (ties by name) and the best is marked "*"; schedules
 // that refuse the parameters are listed after it with the generator's
 // reason. --json prints the same as one object. Exit 1 when no schedule
 // accepts the parameters.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -143,32 +149,69 @@ int RunLayeredCompare(const Command& command, const std::string& model_path,
   return kExitOk;
 }
 
+// "compare: 12 of 42 candidates judged" over itself, while stderr is a
+// terminal (a log or a pipe gets nothing).
+std::function<void(int, int)> ProgressLine() {
+  if (!isatty(fileno(stderr))) return {};
+  return [](int done, int total) {
+    std::fprintf(stderr, "\rcompare: %d of %d candidates judged", done, total);
+    if (done == total) std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+  };
+}
+
 int RunCompare(const Command& command, const Invocation& invocation) {
-  for (absl::string_view flag : {"pp", "microbatches", "model"}) {
+  for (absl::string_view flag : {"pp", "model"}) {
     if (!invocation.IsSet(flag)) {
       return UsageError(command, absl::StrCat("missing --", flag, "; usage: jitpipe ",
                                               command.synopsis));
     }
   }
+  const bool microbatches_set = invocation.IsSet("microbatches");
+  const bool global_batch_set = invocation.IsSet("global_batch");
+  if (!microbatches_set && !global_batch_set) {
+    return UsageError(command, absl::StrCat("missing --microbatches or --global-batch; usage: "
+                                            "jitpipe ", command.synopsis));
+  }
   const int pp = absl::GetFlag(FLAGS_pp);
-  const int mbs = absl::GetFlag(FLAGS_microbatches);
   const int v = absl::GetFlag(FLAGS_stages_per_rank);
-  if (pp < 1 || mbs < 1 || v < 0) {
-    return UsageError(command, "--pp and --microbatches must be >= 1, --stages-per-rank >= 0");
+  if (pp < 1 || (microbatches_set && absl::GetFlag(FLAGS_microbatches) < 1) || v < 0 ||
+      (global_batch_set && absl::GetFlag(FLAGS_global_batch) < 1)) {
+    return UsageError(command, "--pp, --microbatches and --global-batch must be >= 1, "
+                               "--stages-per-rank >= 0");
   }
   absl::StatusOr<PartitionChoice> partition = PartitionFromFlags();
   if (!partition.ok()) return UsageError(command, partition.status().message());
   const std::string model_path = absl::GetFlag(FLAGS_model);
   absl::StatusOr<ModelFile> file = LoadModelFile(model_path, MaxInputBytes());
   if (!file.ok()) return Fail(command, file.status());
+  absl::StatusOr<int> microbatches = MicrobatchesFromFlags(
+      microbatches_set, global_batch_set, file->layered() ? &file->layers : nullptr);
+  if (!microbatches.ok()) {
+    return Fail(command, absl::Status(microbatches.status().code(),
+                                      absl::StrCat(model_path, ": ",
+                                                   microbatches.status().message())));
+  }
+  const int mbs = *microbatches;
   if (file->layered()) {
     if (absl::Status device = ApplyDeviceFlags(file->layers.device); !device.ok()) {
       return UsageError(command, device.message());
     }
+    if (absl::Status peak = ApplyPeakFlag(invocation.IsSet("peak_tflops"), file->layers.device);
+        !peak.ok()) {
+      return UsageError(command, peak.message());
+    }
     CompareOptions options{.pp = pp, .microbatches = mbs, .partition = *partition,
-                           .overlap = absl::GetFlag(FLAGS_overlap)};
+                           .overlap = absl::GetFlag(FLAGS_overlap),
+                           .time_budget = partition->time_budget,
+                           .progress = ProgressLine()};
     if (v > 0) options.stages_per_rank = {v};
     return RunLayeredCompare(command, model_path, file->layers, options);
+  }
+  if (invocation.IsSet("peak_tflops")) {
+    return Fail(command, absl::InvalidArgumentError(absl::StrCat(
+                             model_path, ": --peak-tflops needs a version 2 model (its workload "
+                                         "gives the FLOPs); this one gives per-stage costs")));
   }
   if (!partition->layout.empty() || partition->method != PartitionMethod::kEven ||
       !absl::GetFlag(FLAGS_svg).empty() || invocation.IsSet("memory_limit") ||
@@ -204,8 +247,9 @@ int RunCompare(const Command& command, const Invocation& invocation) {
 Command CompareCommand() {
   return Command{
       .name = "compare",
-      .synopsis = "compare --pp P --microbatches M --model MODEL [--stages-per-rank V] "
-                  "[--overlap] [--json] [--layout L | --partition even|balanced] [--svg OUT]",
+      .synopsis = "compare --pp P (--microbatches M | --global-batch G) --model MODEL "
+                  "[--stages-per-rank V] [--overlap] [--json] [--layout L | --partition "
+                  "even|balanced] [--peak-tflops T] [--time-budget S] [--svg OUT]",
       .summary =
           "Compare every built-in schedule valid for these parameters under one cost model: "
           "each is generated (--stages-per-rank, else its default), lowered with gradient "
@@ -216,12 +260,18 @@ Command CompareCommand() {
           "listed with the reason. With a version 2 (layered) MODEL: every schedule at every v "
           "of 1, 2 and 4 (or --stages-per-rank), each cut from the same layers (evenly, by "
           "--layout or --partition balanced) so that every row does the same work; columns "
-          "makespan, bubble, span bubble, exposed reduction, the heaviest rank's memory (all "
-          "of it: parameters, gradients, optimizer, activations) and whether every rank fits "
-          "the device, by how much; sorted by makespan among those that fit; --svg draws the "
-          "winner.",
-      .flags = {"pp", "microbatches", "stages_per_rank", "model", "layout", "partition", "time_budget", "memory_limit", "reserve",
-                "overlap", "json", "svg"},
+          "step (the simulated makespan), bubble split into pipeline bubble (the busiest "
+          "rank's idle) and stage imbalance (the busiest less the least busy rank's work), "
+          "span bubble, exposed reduction, tokens/s per GPU and MFU of the simulated step "
+          "(from the model's workload; MFU needs --peak-tflops or device.peak_tflops), the "
+          "heaviest rank's memory (all of it: parameters, gradients, optimizer, activations) "
+          "and whether every rank fits the device, by how much; sorted by makespan among those "
+          "that fit; --global-batch G sets the microbatches to G / (dp x microbatch size); "
+          "--time-budget bounds the whole comparison (rows not judged in time are listed); "
+          "--svg draws the winner.",
+      .flags = {"pp", "microbatches", "global_batch", "stages_per_rank", "model", "layout",
+                "partition", "time_budget", "memory_limit", "reserve", "peak_tflops", "overlap",
+                "json", "svg"},
       .min_positional = 0,
       .max_positional = 0,
       .run = RunCompare,

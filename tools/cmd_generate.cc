@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "planning/auto_schedule.h"
+#include "planning/step_figures.h"
 #include "scheduler/generators/generate.h"
 #include "scheduler/ir/model_file.h"
 #include "base/byte_units.h"
@@ -27,10 +28,11 @@
 namespace jitpipe::cli {
 namespace {
 
-absl::StatusOr<AutoScheduleOptions> AutoOptionsFromFlags() {
+// `microbatches`: --microbatches, or what --global-batch makes of the model.
+absl::StatusOr<AutoScheduleOptions> AutoOptionsFromFlags(int microbatches) {
   AutoScheduleOptions options;
   options.pp = absl::GetFlag(FLAGS_pp);
-  options.microbatches = absl::GetFlag(FLAGS_microbatches);
+  options.microbatches = microbatches;
   if (options.pp < 1 || options.microbatches < 1) {
     return absl::InvalidArgumentError("--pp and --microbatches must be >= 1");
   }
@@ -51,13 +53,46 @@ absl::StatusOr<AutoScheduleOptions> AutoOptionsFromFlags() {
   return options;
 }
 
-int RunAuto(const Command& command, const std::string& out) {
+// What compare shows per row, for the chosen program: tokens/s per GPU and
+// MFU of its simulated step (planning/step_figures.h); "" when the model
+// gives no workload.
+std::string ThroughputLine(const LayeredModel& model, const AutoScheduleOptions& options,
+                           double makespan_us) {
+  if (!(makespan_us > 0) || model.workload.TokensPerMicrobatch() <= 0) return "";
+  const StepFigures f = StepFiguresOf(model, options.pp, options.microbatches, makespan_us);
+  return absl::StrFormat(
+      "throughput: %.0f tokens/s per GPU (%d tokens per step on %d GPUs)%s; derived from the "
+      "simulated step, a model, not a measurement\n",
+      f.tokens_per_s_per_gpu, f.tokens_per_step, f.gpus,
+      f.mfu.has_value() ? absl::StrFormat(", MFU %.1f%% of %.4g TFLOP/s", 100 * *f.mfu,
+                                          model.device.peak_tflops)
+                        : "");
+}
+
+int RunAuto(const Command& command, const Invocation& invocation, const std::string& out) {
   const std::string model_path = absl::GetFlag(FLAGS_model);
   if (model_path.empty()) return UsageError(command, "--schedule auto needs --model MODEL");
-  absl::StatusOr<AutoScheduleOptions> options = AutoOptionsFromFlags();
-  if (!options.ok()) return UsageError(command, options.status().message());
+  if (invocation.IsSet("global_batch") && absl::GetFlag(FLAGS_global_batch) < 1) {
+    return UsageError(command, "--global-batch must be >= 1");
+  }
   absl::StatusOr<ModelFile> model = LoadModelFile(model_path, MaxInputBytes());
   if (!model.ok()) return Fail(command, model.status());
+  absl::StatusOr<int> microbatches =
+      MicrobatchesFromFlags(invocation.IsSet("microbatches"), invocation.IsSet("global_batch"),
+                            model->layered() ? &model->layers : nullptr);
+  if (!microbatches.ok()) {
+    return Fail(command, absl::Status(microbatches.status().code(),
+                                      absl::StrCat(model_path, ": ",
+                                                   microbatches.status().message())));
+  }
+  absl::StatusOr<AutoScheduleOptions> options = AutoOptionsFromFlags(*microbatches);
+  if (!options.ok()) return UsageError(command, options.status().message());
+  if (model->layered()) {
+    if (absl::Status peak = ApplyPeakFlag(invocation.IsSet("peak_tflops"), model->layers.device);
+        !peak.ok()) {
+      return UsageError(command, peak.message());
+    }
+  }
   if (!model->layered() && !absl::GetFlag(FLAGS_partition).empty()) {
     return Fail(command, absl::InvalidArgumentError(absl::StrCat(
                              model_path, ": --partition needs a version 2 model (layers); this "
@@ -68,7 +103,10 @@ int RunAuto(const Command& command, const std::string& out) {
     return Fail(command, absl::Status(result.status().code(),
                                       absl::StrCat(model_path, ": ", result.status().message())));
   }
-  const std::string explanation = result->Explain();
+  const std::string explanation =
+      result->Explain() + (model->layered() ? ThroughputLine(model->layers, *options,
+                                                              result->evaluation.makespan_us)
+                                            : "");
   if (out.empty()) {
     PrintScheduleJson(result->schedule);
     std::fputs(explanation.c_str(), stderr);
@@ -96,27 +134,32 @@ int RunAuto(const Command& command, const std::string& out) {
 }
 
 int RunGenerate(const Command& command, const Invocation& invocation) {
+  const bool is_auto = absl::AsciiStrToLower(absl::GetFlag(FLAGS_schedule)) == "auto";
   for (absl::string_view flag : {"schedule", "pp", "microbatches"}) {
+    // auto may take --global-batch instead of --microbatches.
+    if (flag == "microbatches" && is_auto && invocation.IsSet("global_batch")) continue;
     if (!invocation.IsSet(flag)) {
       return UsageError(command, absl::StrCat("missing --", flag, "; usage: jitpipe ",
                                               command.synopsis));
     }
   }
-  if (absl::AsciiStrToLower(absl::GetFlag(FLAGS_schedule)) == "auto") {
+  if (is_auto) {
     const std::string out = absl::GetFlag(FLAGS_output);
     if (!out.empty()) {
       if (auto format = FormatForOutput(out); !format.ok()) {
         return UsageError(command, format.status().message());
       }
     }
-    return RunAuto(command, out);
+    return RunAuto(command, invocation, out);
   }
   for (const auto& [flag, spelled] : {std::pair{"model", "--model"},
                                        std::pair{"memory_limit", "--memory-limit"},
                                        std::pair{"reserve", "--reserve"},
                                        std::pair{"layout", "--layout"},
                                        std::pair{"partition", "--partition"},
-                                       std::pair{"time_budget", "--time-budget"}}) {
+                                       std::pair{"time_budget", "--time-budget"},
+                                       std::pair{"global_batch", "--global-batch"},
+                                       std::pair{"peak_tflops", "--peak-tflops"}}) {
     if (invocation.IsSet(flag)) {
       return UsageError(command, absl::StrCat(spelled, " applies to --schedule auto only"));
     }
@@ -153,6 +196,8 @@ absl::string_view Summary() {
         "backwards, with the bubbles PyTorch emits, go to -o FILE as jitpipe JSON or PyTorch "
         "CSV (by extension), or as JSON to stdout. Parameters a schedule cannot run with exit "
         "1, stating the constraint and valid alternatives.\n\n--schedule auto --model MODEL "
+        "[--global-batch G instead of --microbatches: G / (dp x the model's microbatch size)] "
+        "[--peak-tflops P: MFU beside tokens/s per GPU, for a model that gives its workload] "
         "[--memory-limit BYTES] [--time-budget S] [--layout L | --partition even|balanced] "
         "searches compute orders (every built-in schedule, the zero-bubble heuristic, and a "
         "list scheduler over one- and two-stage placements, I/W split, W deferral, warm-up "
@@ -187,7 +232,8 @@ Command GenerateCommand() {
                   "[-o FILE]",
       .summary = Summary(),
       .flags = {"schedule", "pp", "microbatches", "stages_per_rank", "output", "model",
-                "memory_limit", "reserve", "time_budget", "layout", "partition"},
+                "memory_limit", "reserve", "time_budget", "layout", "partition", "global_batch",
+                "peak_tflops"},
       .min_positional = 0,
       .max_positional = 0,
       .run = RunGenerate,

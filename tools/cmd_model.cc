@@ -259,6 +259,12 @@ void PrintSummary(const std::string& path, const TransformerShape& x, const Laye
   if (m.device.memory_bytes > 0) {
     std::printf("device memory: %s per GPU\n", FormatBytes(m.device.memory_bytes).c_str());
   }
+  std::printf("model FLOPs per microbatch (forward and backward, no recomputation): %.4g%s\n",
+              m.workload.model_flops_per_microbatch,
+              m.device.peak_tflops > 0
+                  ? absl::StrFormat("; peak %.4g TFLOP/s per GPU (for MFU)", m.device.peak_tflops)
+                        .c_str()
+                  : "");
 }
 
 // --calibrate: the model's times fitted to the replay's stage call times;
@@ -307,6 +313,9 @@ int RunModel(const Command& command, const Invocation& invocation) {
       return Fail(command, s);
     }
   }
+  if (absl::Status s = ApplyPeakFlag(invocation.IsSet("peak_tflops"), model->device); !s.ok()) {
+    return UsageError(command, s.message());
+  }
   const std::string text = LayeredModelToJson(*model);
   const std::string out = absl::GetFlag(FLAGS_output);
   if (absl::GetFlag(FLAGS_explain)) {
@@ -330,7 +339,8 @@ Command ModelCommand() {
       .synopsis = "model --layers L --hidden H --heads A --vocab V --seq S --tflops T "
                   "[--kv-heads G] [--ffn F] [--microbatch-size B] [--tp T] [--dtype D] "
                   "[--recompute none|selective|full] [--attention fused|eager] [--dropout] "
-                  "[--device-memory BYTES] [--calibrate REPLAY.json] [--explain] [-o FILE]",
+                  "[--device-memory BYTES] [--peak-tflops P] [--calibrate REPLAY.json] [--explain] "
+                  "[-o FILE]",
       .summary =
           "Write a version 2 model file (layers, embedding and loss heads, device memory, "
           "optimizer, dp and p2p) for a decoder-only transformer. Times come from FLOP counts "
@@ -341,17 +351,20 @@ Command ModelCommand() {
           "gate, up and product, K and V of the key/value heads, the norms' statistics, the "
           "loss head's logits in the loss dtype (--explain prints them); parameters and "
           "optimizer bytes as Megatron-LM's theoretical memory estimate counts them; "
-          "planning/transformer.h cites each formula. --calibrate REPLAY.json (then --tflops is "
-          "optional) fits the embedding's, a decoder layer's and the loss head's F, I and W "
-          "times to the stage call times `jitpipe replay --stage transformer --json` measured "
-          "with the same shape flags, by least squares over the stages and their layers "
-          "(planning/calibrate.h), keeping the bytes. Without -o the file goes to stdout.",
+          "planning/transformer.h cites each formula. The file also records the workload "
+          "(microbatch size, sequence length, tp, model FLOPs per microbatch) and "
+          "--peak-tflops, from which compare derives tokens/s and MFU. --calibrate REPLAY.json "
+          "(then --tflops is optional) fits the embedding's, a decoder layer's and the loss "
+          "head's F, I and W times to the stage call times `jitpipe replay --stage transformer "
+          "--json` measured with the same shape flags, by least squares over the stages and "
+          "their layers (planning/calibrate.h), keeping the bytes. Without -o the file goes to "
+          "stdout.",
       .flags = {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq",
                 "microbatch_size", "tp", "dtype", "tflops", "sequence_parallel", "swiglu",
                 "rmsnorm", "recompute", "attention", "dropout", "loss_dtype", "tied_embeddings",
                 "explain", "grad_dtype", "optimizer", "distributed_optimizer", "zero",
-                "device_memory", "dp", "buckets", "reduce", "dp_gb_per_s", "dp_latency_us",
-                "p2p_gb_per_s", "p2p_latency_us", "calibrate", "output"},
+                "device_memory", "peak_tflops", "dp", "buckets", "reduce", "dp_gb_per_s",
+                "dp_latency_us", "p2p_gb_per_s", "p2p_latency_us", "calibrate", "output"},
       .min_positional = 0,
       .max_positional = 0,
       .run = RunModel,

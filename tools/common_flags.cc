@@ -1,5 +1,6 @@
 #include "tools/common_flags.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "absl/flags/flag.h"
@@ -8,6 +9,7 @@
 #include "base/status_macros.h"
 #include "base/atomic_file.h"
 #include "base/byte_units.h"
+#include "planning/step_figures.h"
 #include "scheduler/ir/schedule_io.h"
 #include "scheduler/ir/schedule_json.h"
 
@@ -60,6 +62,12 @@ ABSL_FLAG(std::string, reserve, "standard",
           "memory kept back from each GPU's limit for the CUDA context, NCCL's buffers and the "
           "allocator's fragmentation, so that 'fits' means within the limit less this: a byte "
           "size (2GiB), a percentage (8%), or standard (5% plus min(1 GiB, 5%): 5 GiB of 80)");
+ABSL_FLAG(int64_t, global_batch, 0,
+          "sequences per training step over all dp replicas: the microbatches are global batch "
+          "/ (dp x microbatch size), both from the model file (instead of --microbatches)");
+ABSL_FLAG(double, peak_tflops, 0,
+          "one GPU's peak dense throughput in 10^12 FLOP/s, the denominator of MFU (H100 SXM "
+          "bf16: 989; A100 bf16: 312); replaces the model's device.peak_tflops");
 ABSL_FLAG(bool, overlap, false,
           "run the overlap pass: reorder Ws so gradient reductions hide under compute "
           "(needs REDUCE_GRAD)");
@@ -117,6 +125,43 @@ absl::StatusOr<absl::Duration> TimeBudgetFromFlags() {
         absl::StrCat("--time-budget must be in (0, 86400] seconds, got ", budget));
   }
   return absl::Seconds(budget);
+}
+
+absl::StatusOr<int> MicrobatchesFromFlags(bool microbatches_set, bool global_batch_set,
+                                          const LayeredModel* model) {
+  const int microbatches = absl::GetFlag(FLAGS_microbatches);
+  if (!global_batch_set) {
+    if (!microbatches_set) {
+      return absl::InvalidArgumentError("give --microbatches or --global-batch");
+    }
+    return microbatches;
+  }
+  const int64_t global_batch = absl::GetFlag(FLAGS_global_batch);
+  if (model == nullptr) {
+    return absl::InvalidArgumentError(
+        "--global-batch needs a version 2 model (it gives the microbatch size); give "
+        "--microbatches");
+  }
+  absl::StatusOr<int> m = MicrobatchesForGlobalBatch(*model, global_batch);
+  if (!m.ok()) return absl::Status(m.status().code(), absl::StrCat("--global-batch: ", m.status().message()));
+  if (microbatches_set && microbatches != *m) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--global-batch ", global_batch, " makes ", *m, " microbatches (dp ", model->dp.size,
+        " x microbatch size ", model->workload.microbatch_size, "), but --microbatches is ",
+        microbatches, "; give one of them"));
+  }
+  return *m;
+}
+
+absl::Status ApplyPeakFlag(bool set, DeviceSpec& device) {
+  if (!set) return absl::OkStatus();
+  const double peak = absl::GetFlag(FLAGS_peak_tflops);
+  if (!(std::isfinite(peak) && peak > 0 && peak <= kMaxPeakTflops)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--peak-tflops must be a number > 0 and at most ", kMaxPeakTflops, ", got ", peak));
+  }
+  device.peak_tflops = peak;
+  return absl::OkStatus();
 }
 
 std::uint64_t MaxInputBytes() {

@@ -44,6 +44,10 @@ ABSL_DECLARE_FLAG(std::string, schedule);
 ABSL_DECLARE_FLAG(int, pp);
 ABSL_DECLARE_FLAG(int, microbatches);
 ABSL_DECLARE_FLAG(int, stages_per_rank);
+// compare and generate --schedule auto: sequences per step, all dp replicas.
+ABSL_DECLARE_FLAG(int64_t, global_batch);
+// model and compare: one GPU's peak TFLOP/s, for MFU.
+ABSL_DECLARE_FLAG(double, peak_tflops);
 
 namespace jitpipe::cli {
 
@@ -57,10 +61,36 @@ absl::StatusOr<MemoryReserve> ReserveFromFlags();
 // Both applied to a model's device: a --memory-limit replaces its limits.
 absl::Status ApplyDeviceFlags(DeviceSpec& device);
 
+// --microbatches, or --global-batch made into microbatches by the model's
+// dp.size and workload.microbatch_size (planning/step_figures.h); `model`
+// null for a version 1 file. Errors: InvalidArgument when neither flag is
+// set, when --global-batch is given with a version 1 model, does not divide
+// or contradicts --microbatches (naming both values); FailedPrecondition
+// when the model does not give its microbatch size.
+absl::StatusOr<int> MicrobatchesFromFlags(bool microbatches_set, bool global_batch_set,
+                                          const LayeredModel* model);
+
+// --peak-tflops, when set, checked and written into the model's device.
+// Errors: InvalidArgument for a value outside (0, kMaxPeakTflops].
+absl::Status ApplyPeakFlag(bool set, DeviceSpec& device);
+
 // --max-input-bytes.
 std::uint64_t MaxInputBytes();
 
 // Loads the schedule at `path` (JSON or CSV), honouring --legacy_names and
+// --microbatches, or --global-batch made into microbatches by the model's
+// dp.size and workload.microbatch_size (planning/step_figures.h); `model`
+// null for a version 1 file. Errors: InvalidArgument when neither flag is
+// set, when --global-batch is given with a version 1 model, does not divide
+// or contradicts --microbatches (naming both values); FailedPrecondition
+// when the model does not give its microbatch size.
+absl::StatusOr<int> MicrobatchesFromFlags(bool microbatches_set, bool global_batch_set,
+                                          const LayeredModel* model);
+
+// --peak-tflops, when set, checked and written into the model's device.
+// Errors: InvalidArgument for a value outside (0, kMaxPeakTflops].
+absl::Status ApplyPeakFlag(bool set, DeviceSpec& device);
+
 // --max-input-bytes.
 absl::StatusOr<Schedule> LoadInputSchedule(const std::string& path);
 

@@ -17,12 +17,18 @@ struct CompareHeader {
   const CompareOptions* options = nullptr;
 };
 
-// The table: one line per row (schedule, v, makespan, bubble, span bubble,
-// exposed reduction, the heaviest rank's memory, fits or OOM by how much),
-// the best marked "*", then the refusals of schedules that no v accepted.
+// The table: one line per row (schedule, v, step (the makespan), bubble and
+// its split into pipeline bubble and stage imbalance, span bubble, exposed
+// reduction, tokens/s per GPU, MFU, the heaviest rank's memory, fits or OOM
+// by how much), the best marked "*"; then what the figures mean here (and
+// which the model cannot give), rows marked as the same program, searches
+// the time budget cut short, candidates it left unjudged, and the refusals
+// of schedules that no v accepted.
 void PrintComparisonTable(const CompareHeader& header, const Comparison& c);
 
-// The same as one JSON object on stdout.
+// The same as one JSON object on stdout; per row also step_s,
+// pipeline_bubble_fraction, imbalance_fraction, tokens_per_step,
+// tokens_per_s (the job), tokens_per_s_per_gpu and mfu (null when unknown).
 void PrintComparisonJson(const CompareHeader& header, const Comparison& c);
 
 // Renders the best row (the first that fits) to `svg_path` with its cut.

@@ -1,6 +1,7 @@
 #include "scheduler/ir/layered_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -126,6 +127,9 @@ absl::Status ParseDevice(const nlohmann::json& device, DeviceSpec& out) {
   std::optional<int64_t> memory;
   RETURN_IF_ERROR(ReadBytes(device, "memory_bytes", "device", memory));
   out.memory_bytes = memory.value_or(0);
+  if (auto it = device.find("peak_tflops"); it != device.end() && !it->is_null()) {
+    ASSIGN_OR_RETURN(out.peak_tflops, GetNumber(device, "peak_tflops", "device"));
+  }
   ASSIGN_OR_RETURN(const nlohmann::json* ranks, Section(device, "rank_memory_bytes", true));
   if (ranks == nullptr) return absl::OkStatus();
   for (size_t r = 0; r < ranks->size(); ++r) {
@@ -133,6 +137,26 @@ absl::Status ParseDevice(const nlohmann::json& device, DeviceSpec& out) {
                                                 absl::StrCat("device.rank_memory_bytes[", r, "]"),
                                                 0));
     out.rank_memory_bytes.push_back(bytes);
+  }
+  return absl::OkStatus();
+}
+
+// Ranges are checked by ValidateLayeredModel (CheckWorkload).
+absl::Status ParseWorkload(const nlohmann::json& w, WorkloadSpec& out) {
+  if (w.contains("microbatch_size")) {
+    ASSIGN_OR_RETURN(out.microbatch_size,
+                     GetInt(w, "microbatch_size", "workload", 0, kMaxMicrobatchSize));
+  }
+  if (w.contains("seq_len")) {
+    ASSIGN_OR_RETURN(out.seq_len, GetInt(w, "seq_len", "workload", 0, kMaxSeqLen));
+  }
+  if (w.contains("tp")) {
+    ASSIGN_OR_RETURN(int64_t tp, GetInt(w, "tp", "workload", 1, kMaxTp));
+    out.tp = static_cast<int>(tp);
+  }
+  if (w.contains("model_flops_per_microbatch")) {
+    ASSIGN_OR_RETURN(out.model_flops_per_microbatch,
+                     GetNumber(w, "model_flops_per_microbatch", "workload"));
   }
   return absl::OkStatus();
 }
@@ -194,6 +218,8 @@ absl::StatusOr<LayeredModel> FromDocument(const nlohmann::json& doc) {
   if (model.layers.size() > kMaxLayers) return TooManyLayers("loss");
   ASSIGN_OR_RETURN(const nlohmann::json* device, Section(doc, "device", false));
   if (device != nullptr) RETURN_IF_ERROR(ParseDevice(*device, model.device));
+  ASSIGN_OR_RETURN(const nlohmann::json* workload, Section(doc, "workload", false));
+  if (workload != nullptr) RETURN_IF_ERROR(ParseWorkload(*workload, model.workload));
   ASSIGN_OR_RETURN(const nlohmann::json* opt, Section(doc, "optimizer", false));
   if (opt != nullptr) RETURN_IF_ERROR(ParseOptimizer(*opt, model.optimizer));
   ASSIGN_OR_RETURN(const nlohmann::json* p2p, Section(doc, "p2p", false));
@@ -227,6 +253,27 @@ absl::Status CheckDeviceBytes(int64_t bytes, absl::string_view field) {
   return absl::InvalidArgumentError(absl::StrCat("\"", field, "\" is ", bytes,
                                                  "; expected 0 to ", kMaxDeviceBytes,
                                                  " (1 PiB)"));
+}
+
+absl::Status CheckInRange(double value, double max, absl::string_view field) {
+  if (std::isfinite(value) && value >= 0 && value <= max) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("\"", field, "\" is ", value, "; expected a finite number from 0 to ", max));
+}
+
+absl::Status CheckWorkload(const WorkloadSpec& w, double peak_tflops) {
+  RETURN_IF_ERROR(CheckInRange(static_cast<double>(w.microbatch_size),
+                               static_cast<double>(kMaxMicrobatchSize),
+                               "workload.microbatch_size"));
+  RETURN_IF_ERROR(CheckInRange(static_cast<double>(w.seq_len), static_cast<double>(kMaxSeqLen),
+                               "workload.seq_len"));
+  if (w.tp < 1 || w.tp > kMaxTp) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"workload.tp\" is ", w.tp, "; expected 1 to ", kMaxTp));
+  }
+  RETURN_IF_ERROR(CheckInRange(w.model_flops_per_microbatch, kMaxModelFlops,
+                               "workload.model_flops_per_microbatch"));
+  return CheckInRange(peak_tflops, kMaxPeakTflops, "device.peak_tflops");
 }
 
 absl::Status CheckOrder(const LayeredModel& model) {
@@ -365,6 +412,7 @@ absl::Status ValidateLayeredModel(const LayeredModel& model) {
     RETURN_IF_ERROR(CheckDeviceBytes(model.device.rank_memory_bytes[r],
                                      absl::StrCat("device.rank_memory_bytes[", r, "]")));
   }
+  RETURN_IF_ERROR(CheckWorkload(model.workload, model.device.peak_tflops));
   return CheckLinks(model.p2p, model.dp);
 }
 
@@ -400,7 +448,15 @@ std::string LayeredModelToJson(const LayeredModel& model) {
   if (!model.device.rank_memory_bytes.empty()) {
     device["rank_memory_bytes"] = model.device.rank_memory_bytes;
   }
+  if (model.device.peak_tflops > 0) device["peak_tflops"] = model.device.peak_tflops;
   j["device"] = std::move(device);
+  // Written only when known, so that a model without it reads back equal.
+  if (const WorkloadSpec& w = model.workload; w != WorkloadSpec{}) {
+    j["workload"] = Json{{"microbatch_size", w.microbatch_size},
+                         {"seq_len", w.seq_len},
+                         {"tp", w.tp},
+                         {"model_flops_per_microbatch", w.model_flops_per_microbatch}};
+  }
   const OptimizerSpec& opt = model.optimizer;
   j["optimizer"] = Json{{"kind", OptimizerKindName(opt.kind)},
                         {"state_dtype", DtypeName(opt.state_dtype)},

@@ -14,7 +14,9 @@
 //               {"repeat": 2, "block": [{"name": "attention", ...}, {"name": "moe", ...}]}],
 //    "loss": {"forward_us": 900, "backward_input_us": 900, "backward_weight_us": 900,
 //             "output_bytes": 4, "stash_bytes": 4236247040, "param_bytes": 262684672},
-//    "device": {"memory_bytes": 85899345920, "rank_memory_bytes": [...]},
+//    "device": {"memory_bytes": 85899345920, "rank_memory_bytes": [...], "peak_tflops": 989},
+//    "workload": {"microbatch_size": 1, "seq_len": 8192, "tp": 1,
+//                 "model_flops_per_microbatch": 4.2e14},
 //    "optimizer": {"kind": "adam", "state_dtype": "fp32", "master_weights": true,
 //                  "shard_over_dp": false, "zero": 0},
 //    "p2p": {"latency_us": 10, "gb_per_s": 50},
@@ -33,7 +35,17 @@
 // "embedding" and "loss" are optional; "layers" must hold at least one layer.
 // "device.memory_bytes": each pipeline rank's device memory (0 or absent: no
 // limit); "device.rank_memory_bytes": one limit per pipeline rank, which
-// replaces memory_bytes. "optimizer": kind adam (two states per parameter),
+// replaces memory_bytes; "device.peak_tflops": one GPU's peak dense
+// throughput in 10^12 FLOP/s (H100 SXM bf16: 989), the denominator of MFU
+// (absent or 0: unknown). "workload" (optional; `jitpipe model` writes it,
+// every key absent or 0 meaning unknown): microbatch_size, sequences per
+// microbatch (b); seq_len, tokens per sequence (s); tp, the GPUs of one
+// pipeline rank (tensor parallel, default 1); model_flops_per_microbatch,
+// what one microbatch costs through the whole model, forward and backward,
+// all tp GPUs together, without recomputation (the FLOPs MFU counts). The
+// layer times already hold these FLOPs at some achieved throughput; the
+// workload keeps the FLOPs themselves so that throughput and MFU can be
+// derived from a simulated step. "optimizer": kind adam (two states per parameter),
 // sgd (one, momentum) or none; state_dtype (default fp32); master_weights, an
 // fp32 copy of the parameters (default: when dp.param_dtype is not fp32);
 // shard_over_dp, states and master weights split over the dp replicas
@@ -121,12 +133,34 @@ struct DeviceSpec {
   int64_t memory_bytes = 0;                // 0: no limit
   std::vector<int64_t> rank_memory_bytes = {};  // per pipeline rank; replaces memory_bytes
   MemoryReserve reserve = {};
+  double peak_tflops = 0;  // one GPU's peak, 10^12 FLOP/s; 0: unknown
 
   // The limit of pipeline rank `rank` (0: none). REQUIRES: rank >= 0.
   int64_t LimitFor(int rank) const;
   // What the reserve takes of that limit (0 without a limit).
   int64_t ReserveFor(int rank) const;
 };
+
+// What one microbatch is, for figures per token and MFU ("workload" above).
+// 0 means unknown for every field but tp.
+struct WorkloadSpec {
+  int64_t microbatch_size = 0;            // sequences (b)
+  int64_t seq_len = 0;                    // tokens per sequence (s)
+  int tp = 1;                             // GPUs per pipeline rank
+  double model_flops_per_microbatch = 0;  // forward + backward, all tp GPUs, no recomputation
+
+  // b x s, or 0 when either is unknown.
+  int64_t TokensPerMicrobatch() const { return microbatch_size * seq_len; }
+  friend bool operator==(const WorkloadSpec&, const WorkloadSpec&) = default;
+};
+
+// Ranges of the workload and the peak: b up to 2^20, s up to 2^30, tp 1 to
+// 2^16, FLOPs finite in [0, 10^30], a peak finite in [0, 10^9] TFLOP/s.
+inline constexpr int64_t kMaxMicrobatchSize = int64_t{1} << 20;
+inline constexpr int64_t kMaxSeqLen = int64_t{1} << 30;
+inline constexpr int kMaxTp = 1 << 16;
+inline constexpr double kMaxModelFlops = 1e30;
+inline constexpr double kMaxPeakTflops = 1e9;
 
 // At most this many layers after repeats are expanded.
 inline constexpr int kMaxLayers = 1 << 16;
@@ -142,6 +176,7 @@ struct LayeredModel {
   DataParallelSpec dp = {};
   OptimizerSpec optimizer = {};
   DeviceSpec device = {};
+  WorkloadSpec workload = {};
 
   bool HasEmbedding() const;
   bool HasLoss() const;
@@ -155,7 +190,8 @@ struct LayeredModel {
 // in [0, kMaxModelBytes], param_bytes whole param_dtype elements, at least
 // one body layer and at most kMaxLayers in all, the embedding first and the
 // loss last (at most one each), device limits in [0, kMaxDeviceBytes], dp and
-// p2p as in version 1. Errors: InvalidArgument, e.g.
+// p2p as in version 1, the workload and device.peak_tflops in the ranges
+// above. Errors: InvalidArgument, e.g.
 //   "layers[0].stash_bytes" must be a whole number >= 0, found -1
 absl::Status ValidateLayeredModel(const LayeredModel& model);
 

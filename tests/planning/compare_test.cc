@@ -153,5 +153,89 @@ TEST(CompareTest, DoesNotDependOnThreads) {
   }
 }
 
+// Two layers cut one per rank, the second twice as heavy (F = I = W = 1,
+// then 2), one microbatch of GPipe: rank 0's F (0-1), rank 1's F (1-3) and
+// backward (3-7), rank 0's backward (7-9). Makespan 9 us; rank 0 busy 3,
+// rank 1 busy 6. Bubble 1 - 3/9 = 2/3: the busiest rank idles 1 - 6/9 =
+// 1/3 (pipeline), and 6 - 3 = 3 us of extra work on rank 1 is the other
+// 1/3 (imbalance). The workload (b 2, s 4: 8 tokens; 10^6 FLOPs per
+// microbatch; peak 1 TFLOP/s) gives 8 tokens / 9 us / 2 GPUs per second and
+// 10^6 / (9 us x 2 GPUs x 10^12) = 1/18 MFU.
+TEST(CompareTest, EachRowSplitsItsBubbleAndDerivesTokensAndMfu) {
+  LayeredModel m;
+  m.layers.push_back({.kind = LayerKind::kLayer, .forward_us = 1, .backward_input_us = 1,
+                      .backward_weight_us = 1});
+  m.layers.push_back({.kind = LayerKind::kLayer, .forward_us = 2, .backward_input_us = 2,
+                      .backward_weight_us = 2});
+  m.workload = {.microbatch_size = 2, .seq_len = 4, .tp = 1, .model_flops_per_microbatch = 1e6};
+  m.device.peak_tflops = 1;
+  ASSERT_OK_AND_ASSIGN(Comparison c, CompareSchedules(m, {.pp = 2, .microbatches = 1,
+                                                          .stages_per_rank = {1}}));
+  const CompareRow* gpipe = Find(c, "gpipe", 1);
+  ASSERT_NE(gpipe, nullptr);
+  EXPECT_DOUBLE_EQ(gpipe->simulation.makespan_us, 9);
+  EXPECT_DOUBLE_EQ(gpipe->simulation.bubble_fraction, 2.0 / 3);
+  EXPECT_DOUBLE_EQ(gpipe->bubble.pipeline, 1.0 / 3);
+  EXPECT_DOUBLE_EQ(gpipe->bubble.imbalance, 1.0 / 3);
+  EXPECT_DOUBLE_EQ(gpipe->figures.step_s, 9e-6);
+  EXPECT_EQ(gpipe->figures.tokens_per_step, 8);
+  EXPECT_DOUBLE_EQ(gpipe->figures.tokens_per_s_per_gpu, 8 / 9e-6 / 2);
+  ASSERT_TRUE(gpipe->figures.mfu.has_value());
+  EXPECT_DOUBLE_EQ(*gpipe->figures.mfu, 1.0 / 18);
+  // On every row the two parts add up to the bubble column.
+  for (const CompareRow& r : c.rows) {
+    EXPECT_NEAR(r.bubble.pipeline + r.bubble.imbalance, r.simulation.bubble_fraction, 1e-12)
+        << r.schedule;
+  }
+}
+
+// A budget already spent judges nothing: every candidate that would have
+// made a row is skipped as out of time, one its schedule refuses keeps the
+// refusal, and progress still counts each one, once.
+TEST(CompareTest, ATimeBudgetSpentSkipsTheRowsNotYetJudged) {
+  int calls = 0, last_done = 0, last_total = 0;
+  ASSERT_OK_AND_ASSIGN(
+      Comparison c,
+      CompareSchedules(Uniform(), {.pp = 4, .microbatches = 8, .threads = 2,
+                                   .time_budget = absl::ZeroDuration(),
+                                   .progress = [&](int done, int total) {
+                                     ++calls;
+                                     EXPECT_EQ(done, last_done + 1);
+                                     last_done = done;
+                                     last_total = total;
+                                   }}));
+  EXPECT_TRUE(c.rows.empty());
+  EXPECT_EQ(c.best, -1);
+  ASSERT_FALSE(c.skipped.empty());
+  // What the schedule itself refuses still says why; the rest are not judged.
+  int not_judged = 0;
+  for (const CompareSkipped& s : c.skipped) {
+    if (s.schedule == "gpipe" && s.stages_per_rank == 2) {
+      EXPECT_FALSE(s.out_of_time);
+      EXPECT_EQ(s.reason, "gpipe: needs exactly 1 stage per rank, got 2");
+    }
+    if (s.schedule == "1f1b" && s.stages_per_rank == 1) {
+      EXPECT_TRUE(s.out_of_time);
+    }
+    if (s.out_of_time) {
+      ++not_judged;
+      EXPECT_EQ(s.reason, "not judged: the time budget of 0 had passed");
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(Comparison all_rows, CompareSchedules(Uniform(), {.pp = 4,
+                                                                         .microbatches = 8}));
+  EXPECT_EQ(not_judged, static_cast<int>(all_rows.rows.size()));
+  EXPECT_EQ(calls, static_cast<int>(c.skipped.size()));
+  EXPECT_EQ(last_total, calls);
+  // An ample budget judges them all, and calls progress as often.
+  int judged = 0;
+  ASSERT_OK_AND_ASSIGN(Comparison all,
+                       CompareSchedules(Uniform(), {.pp = 4, .microbatches = 8,
+                                                    .time_budget = absl::Hours(1),
+                                                    .progress = [&](int, int) { ++judged; }}));
+  EXPECT_EQ(judged, static_cast<int>(all.rows.size() + all.skipped.size()));
+  for (const CompareSkipped& s : all.skipped) EXPECT_FALSE(s.out_of_time) << s.schedule;
+}
+
 }  // namespace
 }  // namespace jitpipe::compare_test

@@ -201,6 +201,26 @@ TEST(BalanceTest, MovesLayersOffAHeavyStageAndNeverLosesToEven) {
   EXPECT_EQ(timed.partition, even);
 }
 
+// A step's neighbours simulated on several threads: the same cut, step and
+// number of simulations as on one, with and without a cap that ends the
+// search inside a step.
+TEST(BalanceTest, ThreadsChangeNothingButTheTime) {
+  LayeredModel m = Model(16);
+  m.layers.back().forward_us = 40;
+  m.layers.back().backward_input_us = 40;
+  ASSERT_OK_AND_ASSIGN(Schedule s, Generate({.schedule = "zbv", .pp = 4, .microbatches = 8}));
+  for (int cap : {200, 7}) {
+    ASSERT_OK_AND_ASSIGN(BalancedPartition one,
+                         BalancePartition(m, s, {.max_evaluations = cap, .threads = 1}));
+    ASSERT_OK_AND_ASSIGN(BalancedPartition four,
+                         BalancePartition(m, s, {.max_evaluations = cap, .threads = 4}));
+    EXPECT_EQ(four.partition, one.partition) << "cap " << cap;
+    EXPECT_EQ(four.makespan_us, one.makespan_us) << "cap " << cap;
+    EXPECT_EQ(four.evaluations, one.evaluations) << "cap " << cap;
+    EXPECT_LE(one.evaluations, cap);
+  }
+}
+
 TEST(ModelForScheduleTest, VersionOnePassesThroughVersionTwoIsCut) {
   ASSERT_OK_AND_ASSIGN(Schedule s, Generate({.schedule = "zbv", .pp = 2, .microbatches = 4}));
   ModelFile v1;

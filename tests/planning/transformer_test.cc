@@ -178,6 +178,24 @@ TEST(TransformerTest, FlopsMatchNarayanan) {
                    layer.backward_input_flops + 4 * b * s * s * h);
 }
 
+// The FLOPs MFU counts: [N] eq. 3 without its recomputation term, 3 x
+// (L(24bsh² + 4bs²h) + 2bshV) = 72BsLh²(1 + s/(6h) + V/(12Lh)), whatever
+// recomputation the times include; the model file records it with b, s, t.
+TEST(TransformerTest, ModelFlopsLeaveRecomputationOut) {
+  const TransformerShape x = Gpt3();
+  const double b = 1, s = 2048, h = 12288, V = 51200, L = 96;
+  const double expected = 72 * b * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h));
+  EXPECT_DOUBLE_EQ(ModelFlopsPerMicrobatch(x), expected);
+  TransformerShape full = x;
+  full.recompute = Recompute::kFull;
+  EXPECT_DOUBLE_EQ(ModelFlopsPerMicrobatch(full), expected);
+  ASSERT_OK_AND_ASSIGN(LayeredModel m, BuildTransformerModel(full));
+  EXPECT_EQ(m.workload.microbatch_size, 1);
+  EXPECT_EQ(m.workload.seq_len, 2048);
+  EXPECT_EQ(m.workload.tp, 8);
+  EXPECT_DOUBLE_EQ(m.workload.model_flops_per_microbatch, expected);
+}
+
 // Times: a layer's FLOPs over t GPUs at the given throughput.
 TEST(TransformerTest, TimesAreFlopsOverTheTensorParallelGpus) {
   const TransformerShape x = Gpt3();  // t = 8, 100 TFLOP/s

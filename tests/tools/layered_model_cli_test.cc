@@ -186,7 +186,10 @@ TEST_F(LayeredModelCliTest, CompareRanksEverySchedule) {
                                "the same layers (60 us of compute per rank on average)\n"));
   EXPECT_THAT(r.out, HasSubstr("the device (no limit in the model)"));
   EXPECT_THAT(r.out, HasSubstr("\n* "));
-  EXPECT_THAT(r.out, HasSubstr("\n  zbv                 2        96.00   50.00%       50.00%"));
+  // step, bubble = pipeline + imbalance, span bubble; no workload: no
+  // tokens or MFU.
+  EXPECT_THAT(r.out, HasSubstr("\n  zbv                 2      96.00   50.00%"));
+  EXPECT_THAT(r.out, HasSubstr("tok/s/GPU, MFU: the model gives no workload"));
   std::string drawn;
   {
     std::ifstream in(svg);
@@ -219,6 +222,63 @@ TEST_F(LayeredModelCliTest, CompareRanksEverySchedule) {
   EXPECT_THAT(oom.out, HasSubstr("no schedule fits: every row runs out of memory on some rank"));
   EXPECT_THAT(oom.out, HasSubstr("OOM -"));
   EXPECT_THAT(oom.err, HasSubstr("no schedule fits the device, so there is no winner to draw"));
+}
+
+// --global-batch G: G / (dp 2 x microbatch size 2) microbatches; tokens
+// per step 8 x 2 x 4 x 2 = 128 on pp 4 x dp 2 = 8 GPUs; MFU from the
+// model FLOPs (10^6 per microbatch) at --peak-tflops 1.
+TEST_F(LayeredModelCliTest, CompareTakesAGlobalBatchAndDerivesTokensAndMfu) {
+  const std::string sized = dir_ + "/sized.json";
+  std::string text = kLayered;
+  text.insert(text.rfind('}'), R"(, "dp": {"size": 2},
+      "workload": {"microbatch_size": 2, "seq_len": 4, "model_flops_per_microbatch": 1e6})");
+  WriteTextFile(sized, text);
+  CliResult j = RunCli({"compare", "--pp", "4", "--global-batch", "32", "--model", sized,
+                        "--peak-tflops", "1", "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const nlohmann::json out = nlohmann::json::parse(j.out);
+  EXPECT_EQ(out["microbatches"], 8);
+  EXPECT_EQ(out["global_batch"], 32);
+  EXPECT_EQ(out["gpus"], 8);
+  for (const nlohmann::json& row : out["schedules"]) {
+    const double step_s = row["makespan_us"].get<double>() * 1e-6;
+    EXPECT_DOUBLE_EQ(row["step_s"].get<double>(), step_s);
+    EXPECT_EQ(row["tokens_per_step"], 128);
+    EXPECT_DOUBLE_EQ(row["tokens_per_s_per_gpu"].get<double>(), 128 / step_s / 8);
+    EXPECT_DOUBLE_EQ(row["mfu"].get<double>(), 1e6 * 8 * 2 / (step_s * 8 * 1e12));
+    EXPECT_NEAR(row["pipeline_bubble_fraction"].get<double>() +
+                    row["imbalance_fraction"].get<double>(),
+                row["bubble_fraction"].get<double>(), 1e-12);
+  }
+  CliResult table = RunCli({"compare", "--pp", "4", "--global-batch", "32", "--model", sized});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr(": pp 4, 8 microbatches;"));
+  EXPECT_THAT(table.out, HasSubstr("tok/s/GPU = 128 tokens per step (8 microbatches x b 2 x s 4 "
+                                   "x dp 2 = global batch 32 sequences) / step / 8 GPUs"));
+  EXPECT_THAT(table.out, HasSubstr("MFU: give --peak-tflops"));
+  CliResult uneven = RunCli({"compare", "--pp", "4", "--global-batch", "30", "--model", sized});
+  EXPECT_EQ(uneven.exit_code, 1);
+  EXPECT_THAT(uneven.err, HasSubstr(sized + ": --global-batch: global batch 30 is not a "
+                                    "multiple of dp 2 x microbatch size 2 = 4 sequences (28 or "
+                                    "32 is)"));
+  CliResult both = RunCli({"compare", "--pp", "4", "--global-batch", "32", "--microbatches", "4",
+                           "--model", sized});
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_THAT(both.err, HasSubstr("--global-batch 32 makes 8 microbatches (dp 2 x microbatch "
+                                  "size 2), but --microbatches is 4; give one of them"));
+  CliResult unsized = RunCli({"compare", "--pp", "4", "--global-batch", "32", "--model", model_});
+  EXPECT_EQ(unsized.exit_code, 1);
+  EXPECT_THAT(unsized.err, HasSubstr("the model does not give its microbatch size"));
+  // The auto scheduler takes the same global batch and prints the same figures.
+  CliResult chosen = RunCli({"generate", "--schedule", "auto", "--pp", "4", "--global-batch",
+                             "32", "--model", sized, "--memory-limit", "1GiB", "--peak-tflops",
+                             "1", "-o", dir_ + "/auto.json"});
+  ASSERT_EQ(chosen.exit_code, 0) << chosen.err;
+  EXPECT_THAT(chosen.out, HasSubstr("tokens/s per GPU (128 tokens per step on 8 GPUs), MFU "));
+  EXPECT_THAT(chosen.out, HasSubstr("of 1 TFLOP/s; derived from the simulated step"));
+  EXPECT_EQ(RunCli({"compare", "--pp", "4", "--model", sized}).exit_code, 2);
+  EXPECT_EQ(RunCli({"compare", "--pp", "4", "--microbatches", "8", "--model", sized,
+                    "--peak-tflops", "-1"}).exit_code, 2);
 }
 
 TEST_F(LayeredModelCliTest, Errors) {
