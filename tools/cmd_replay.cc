@@ -683,7 +683,7 @@ Command ReplayCommand() {
                 "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq", "microbatch_size",
                 "tp", "dtype", "sequence_parallel", "swiglu", "rmsnorm", "recompute", "attention",
                 "dropout", "loss_dtype", "tied_embeddings",
-                "buffers", "measure_costs", "graph", "trace",
+                "buffers", "measure_costs", "reference_check", "graph", "trace",
                 "timeout", "flight_dir", "json", "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,
