@@ -8,7 +8,10 @@
 // planned, the transport's staged bytes and the measured exposed reduction;
 // with --stage mlp also the check against the unpipelined reference trainer
 // (exit 1 when the loss or any gradient differs by more than 1e-5
-// relative). --json prints the same as one JSON object. --trace writes the
+// relative); --stage transformer the same on inproc (fp32) and, on cuda, the
+// bf16 stage in the device module within the bf16 tolerances
+// (cuda_transformer_stage.h), unless --reference-check=false. --json
+// prints the same as one JSON object. --trace writes the
 // measured timeline as a Chrome trace. A replay that fails (a stage error,
 // a timeout) exits 1 with the root failure and, for a timeout, the flight
 // analysis; --flight-dir keeps every rank's flight record.
@@ -647,7 +650,8 @@ Command ReplayCommand() {
   return Command{
       .name = "replay",
       .synopsis = "replay FILE --backend inproc|mpi|cuda|nccl|nccl-lazy --stage mlp|cost|transformer [--model MODEL] [--steps N] "
-                  "[--dp N] [--policy jit|eager] [--trace OUT] [--timeout SECONDS] "
+                  "[--dp N] [--policy jit|eager] [--reference-check=false] [--trace OUT] "
+                  "[--timeout SECONDS] "
                   "[--flight-dir DIR] [--json]",
       .summary =
           "Run a schedule for real: every rank a thread (pp x dp), real copies between their "
@@ -658,15 +662,19 @@ Command ReplayCommand() {
           "(blocks of 2 Linear(32x32)+tanh layers, 8 samples per microbatch, seed 1; --model "
           "optional, its dp settings apply) and checks the loss and every gradient against an "
           "unpipelined reference trainer (exit 1 beyond 1e-5 relative); --stage cost spends "
-          "the model's times and moves its byte sizes; --stage transformer (inproc; when built "
-          "with OpenBLAS) runs an exact fp32 decoder-only transformer (RMSNorm, rotary GQA "
-          "attention kept as output + log-sum-exp, SwiGLU, embedding on the first stage, cross "
+          "the model's times and moves its byte sizes; --stage transformer (inproc or cuda; "
+          "when built with OpenBLAS) runs an exact fp32 decoder-only transformer (RMSNorm, "
+          "rotary GQA attention kept as output + log-sum-exp, SwiGLU, embedding on the first stage, cross "
           "entropy on the last) cut as --model's partition cuts it, and checks it against an "
           "unpipelined reference trainer (exit 1 beyond 1e-5 relative): MODEL is what `jitpipe "
           "model` wrote, and since a model file holds sizes, not the shape, replay takes the "
           "same shape flags `jitpipe model` was given (--layers, --hidden, --heads, --kv-heads, "
           "--ffn, --vocab, --seq, --microbatch-size, --dtype fp32, --swiglu, --rmsnorm; --tflops "
-          "is not needed) and refuses a MODEL whose layers' bytes differ from theirs. On a timeout every rank dumps its "
+          "is not needed) and refuses a MODEL whose layers' bytes differ from theirs; with --backend "
+          "cuda it runs the block in bf16 with fp32 accumulation on the GPU (cuBLAS; MODEL and "
+          "flags at --dtype bf16), checked against the same fp32 reference within 1e-2 (loss) "
+          "and 5e-2 (gradients) relative; --reference-check=false skips the reference (at a "
+          "real size it is hundreds of TFLOPs on the CPU). On a timeout every rank dumps its "
           "flight record (--flight-dir) and the error names the operation that never matched. "
           "--backend mpi (when built with MPI): run as `mpirun -np <pp x dp> jitpipe replay "
           "FILE --backend mpi ...`, one process per rank; every process reads FILE and MODEL, "
