@@ -11,17 +11,19 @@
 #include "stages/reference/mlp_stage.h"
 #if JITPIPE_HAVE_BLAS
 #include "stages/reference/transformer_reference.h"
-#include "stages/reference/transformer_stage.h"
 #endif
 
 namespace jitpipe::cli {
 namespace {
 
-// The options the fp32 reference block runs; InvalidArgument naming the
-// first flag that differs.
-absl::Status CheckRunnable(const TransformerShape& x) {
+// The options the target's block runs (fp32 on the host, bf16 on CUDA);
+// InvalidArgument naming every flag that differs.
+absl::Status CheckRunnable(const TransformerShape& x, TransformerTarget target) {
+  const bool cuda = target == TransformerTarget::kCuda;
   std::vector<std::string> wrong;
-  if (x.dtype != Dtype::kFp32) wrong.push_back("--dtype fp32");
+  if (x.dtype != (cuda ? Dtype::kBf16 : Dtype::kFp32)) {
+    wrong.push_back(cuda ? "--dtype bf16" : "--dtype fp32");
+  }
   if (!x.swiglu) wrong.push_back("--swiglu");
   if (!x.rmsnorm) wrong.push_back("--rmsnorm");
   if (x.attention != AttentionImpl::kFused) wrong.push_back("--attention fused");
@@ -34,8 +36,8 @@ absl::Status CheckRunnable(const TransformerShape& x) {
   std::string list;
   for (const std::string& w : wrong) absl::StrAppend(&list, list.empty() ? "" : ", ", w);
   return absl::InvalidArgumentError(absl::StrCat(
-      "--stage transformer runs an fp32 block with SwiGLU, RMSNorm and fused attention; it "
-      "needs ", list));
+      "--stage transformer runs ", cuda ? "a bf16 block (--backend cuda)" : "an fp32 block",
+      " with SwiGLU, RMSNorm and fused attention; it needs ", list));
 }
 
 // The file's layers against the flags' model: the same sizes layer by layer.
@@ -45,7 +47,7 @@ absl::Status CheckSameModel(const std::string& path, const LayeredModel& file,
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": ", what, "; pass --stage transformer the shape flags `jitpipe model` wrote it "
         "with (--layers, --hidden, --heads, --kv-heads, --ffn, --vocab, --seq, "
-        "--microbatch-size, --dtype fp32, --swiglu, --rmsnorm)"));
+        "--microbatch-size, --dtype, --swiglu, --rmsnorm)"));
   };
   if (file.layers.size() != flags.layers.size()) {
     return fail(absl::StrCat("has ", file.layers.size(), " layers but the flags give ",
@@ -78,8 +80,9 @@ absl::StatusOr<TransformerReplay> MakeTransformerReplay(const std::string& model
                                                         const TransformerShape& shape,
                                                         const LayeredModel& file_model,
                                                         const Partition& partition,
-                                                        const Schedule& lowered, int dp) {
-  RETURN_IF_ERROR(CheckRunnable(shape));
+                                                        const Schedule& lowered, int dp,
+                                                        TransformerTarget target) {
+  RETURN_IF_ERROR(CheckRunnable(shape, target));
   ASSIGN_OR_RETURN(LayeredModel flags_model, BuildTransformerModel(shape));
   RETURN_IF_ERROR(CheckSameModel(model_path, file_model, flags_model));
 #if JITPIPE_HAVE_BLAS
@@ -100,11 +103,13 @@ absl::StatusOr<TransformerReplay> MakeTransformerReplay(const std::string& model
   if (absl::Status valid = ValidateTransformerOptions(options); !valid.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(model_path, ": ", valid.message()));
   }
+  TransformerReplay out;
+  out.options = options;
+  if (target == TransformerTarget::kCuda) return out;
   const MlpLayout layout = MlpLayout::Of(lowered, dp);
   auto factory = std::make_unique<TransformerStageFactory>(options, layout);
   TransformerStageFactory* stages = factory.get();
   auto reference = std::make_shared<std::optional<MlpReference>>();
-  TransformerReplay out;
   out.factory = std::move(factory);
   out.check = [stages, reference](double loss, ReduceKind reduce) {
     if (!reference->has_value()) {

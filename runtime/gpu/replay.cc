@@ -1,7 +1,7 @@
 // The device replay module (libjitpipe_gpu.so; contract in replay.h):
 // makes the device world the request names, the stages it runs on it, runs
-// the replay and, for the device mlp, checks it against the cpu reference
-// where its gradients are.
+// the replay and, for the device mlp and transformer, checks it against the
+// cpu reference where its gradients are.
 #include <memory>
 #include <optional>
 #include <utility>
@@ -16,6 +16,10 @@
 #include "stages/reference/mlp_gradients.h"
 #include "stages/device/host_staged_stage.h"
 #include "stages/reference/cuda_mlp_stage.h"
+#if JITPIPE_HAVE_BLAS
+#include "stages/reference/cuda_transformer_stage.h"
+#include "stages/reference/transformer_reference.h"
+#endif
 #include "runtime/gpu/graph_step.h"
 #include "runtime/gpu/replay.h"
 #include "runtime/gpu/stage_timer.h"
@@ -61,49 +65,112 @@ absl::StatusOr<std::unique_ptr<World>> MakeWorld(const GpuReplayRequest& request
   return std::unique_ptr<World>(std::move(world));
 }
 
-// The worst step's check of the device mlp's gradients (the steps are
-// identical).
-absl::StatusOr<MlpComparison> CheckDeviceMlp(const ReplayResult& result,
-                                             const CudaMlpStageFactory& stages,
-                                             ReduceKind reduce) {
-  const MlpReference reference = RunMlpReference(stages.options().mlp, stages.layout());
-  std::optional<MlpComparison> worst;
-  for (double loss : result.step_loss) {
-    ASSIGN_OR_RETURN(MlpComparison c,
-                     CompareWithReference(reference, loss, stages.layout(),
-                                          [&](int stage, int replica) {
-                                            return stages.FinishedGrads(stage, replica);
-                                          },
-                                          reduce));
-    if (!worst || c.loss_error > worst->loss_error) worst = c;
+// A step's check of the device stages against the cpu reference (a
+// StepCheck, graph_step.h), or nullptr with no check to make. The
+// reference runs once, at the first call.
+absl::StatusOr<StepCheck> DeviceCheck(const GpuReplayRequest& request, const StageFactory* stages,
+                                      ReduceKind reduce) {
+  if (request.device_mlp) {
+    const auto* mlp = static_cast<const CudaMlpStageFactory*>(stages);
+    auto reference = std::make_shared<std::optional<MlpReference>>();
+    return StepCheck([mlp, reference, reduce](double loss) {
+      if (!reference->has_value()) {
+        *reference = RunMlpReference(mlp->options().mlp, mlp->layout());
+      }
+      return CompareWithReference(
+          **reference, loss, mlp->layout(),
+          [mlp](int stage, int replica) { return mlp->FinishedGrads(stage, replica); }, reduce);
+    });
   }
-  return *worst;
+#if JITPIPE_HAVE_BLAS
+  if (request.transformer != nullptr && request.reference_check) {
+    const auto* device = static_cast<const CudaTransformerStageFactory*>(stages);
+    auto reference = std::make_shared<std::optional<MlpReference>>();
+    return StepCheck([device, reference, reduce](double loss) {
+      if (!reference->has_value()) {
+        *reference = RunTransformerReference(device->options(), device->layout());
+      }
+      return CompareWithReference(
+          **reference, loss, device->layout(),
+          [device](int stage, int replica) { return device->FinishedGrads(stage, replica); },
+          reduce);
+    });
+  }
+#endif
+  return StepCheck();
+}
+
+#if JITPIPE_HAVE_BLAS
+// The CLI plans the device transformer with the model file's sizes (it
+// cannot ask the device stage without loading cuBLAS): each stage's sizes
+// must be the plan's, else the plan's buffers do not fit the stage.
+// FailedPrecondition naming the first stage that differs.
+absl::Status CheckPlannedSizes(const ReplayPlan& plan, const TransformerOptions& options,
+                               const MlpLayout& layout) {
+  const int grad_bytes = DtypeBytes(plan.model.dp.grad_dtype);
+  const int param_bytes = DtypeBytes(plan.model.dp.param_dtype);
+  for (int s = 0; s < plan.schedule.num_stages(); ++s) {
+    const StageSizes d = CudaTransformerSizes(options, s % layout.stages_per_chain);
+    const StageCost c = plan.model.ForStage(s);
+    const int64_t params = d.param_grad_bytes / grad_bytes * param_bytes;
+    if (d.input_bytes != c.input_bytes || d.output_bytes != c.output_bytes ||
+        d.stash_bytes != c.stash_bytes || params != c.param_bytes) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "stage ", s, " of the model (input ", c.input_bytes, ", output ", c.output_bytes,
+          ", stash ", c.stash_bytes, ", params ", c.param_bytes,
+          " bytes) differs from the cuda transformer stage's (", d.input_bytes, ", ",
+          d.output_bytes, ", ", d.stash_bytes, ", ", params,
+          "); write the model with `jitpipe model ... --dtype bf16`"));
+    }
+  }
+  return absl::OkStatus();
+}
+#endif
+
+// The device stages the request asks for (the cuBLAS mlp or transformer),
+// or the host ones staged through host memory.
+absl::StatusOr<std::unique_ptr<StageFactory>> MakeStages(const GpuReplayRequest& request) {
+  if (request.device_mlp) {
+    return std::unique_ptr<StageFactory>(std::make_unique<CudaMlpStageFactory>(
+        CudaMlpOptions{request.mlp->options(), Dtype::kFp32}, request.mlp->layout()));
+  }
+  if (request.transformer != nullptr) {
+#if JITPIPE_HAVE_BLAS
+    RETURN_IF_ERROR(ValidateCudaTransformerOptions(*request.transformer));
+    const MlpLayout layout = MlpLayout::Of(request.plan->schedule, request.options.dp);
+    RETURN_IF_ERROR(CheckPlannedSizes(*request.plan, *request.transformer, layout));
+    return std::unique_ptr<StageFactory>(std::make_unique<CudaTransformerStageFactory>(
+        *request.transformer, layout));
+#else
+    return absl::UnavailableError(
+        "the cuda transformer stage is not in this module: OpenBLAS was not found when it was "
+        "configured");
+#endif
+  }
+  return std::unique_ptr<StageFactory>(std::make_unique<HostStagedFactory>(request.host_stages));
 }
 
 absl::StatusOr<GpuReplayOutcome> Run(const GpuReplayRequest& request) {
   // This module's own abseil: as the CLI does for its own.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   const ReplayPlan& plan = *request.plan;
+  const bool device_stages = request.device_mlp || request.transformer != nullptr;
   if (request.device_mlp && (request.backend != "cuda" || request.mlp == nullptr)) {
     return absl::InvalidArgumentError("the device mlp runs on the one-GPU backend (cuda) only");
   }
-  if (request.graph && (!request.device_mlp || request.options.buffers != BufferMode::kArena ||
+  if (request.transformer != nullptr && (request.backend != "cuda" || request.device_mlp)) {
+    return absl::InvalidArgumentError(
+        "the device transformer runs on the one-GPU backend (cuda) only");
+  }
+  if (request.graph && (!device_stages || request.options.buffers != BufferMode::kArena ||
                         request.options.dp != 1)) {
     return absl::InvalidArgumentError(
-        "--graph needs --backend cuda, --stage mlp, --buffers arena and --dp 1");
+        "--graph needs --backend cuda, --stage mlp or transformer, --buffers arena and --dp 1");
   }
   ASSIGN_OR_RETURN(DeviceReduction reduction, ReductionOf(plan.model));
   ASSIGN_OR_RETURN(std::unique_ptr<World> world, MakeWorld(request, reduction));
-  std::unique_ptr<StageFactory> stages;
-  CudaMlpStageFactory* device_mlp = nullptr;
-  if (request.device_mlp) {
-    auto owned = std::make_unique<CudaMlpStageFactory>(
-        CudaMlpOptions{request.mlp->options(), Dtype::kFp32}, request.mlp->layout());
-    device_mlp = owned.get();
-    stages = std::move(owned);
-  } else {
-    stages = std::make_unique<HostStagedFactory>(request.host_stages);
-  }
+  ASSIGN_OR_RETURN(std::unique_ptr<StageFactory> stages, MakeStages(request));
+  ASSIGN_OR_RETURN(StepCheck check, DeviceCheck(request, stages.get(), plan.model.dp.reduce));
   std::unique_ptr<TimedStageFactory> timed;
   if (request.measure_costs) timed = std::make_unique<TimedStageFactory>(stages.get());
   GpuReplayOutcome out;
@@ -113,19 +180,23 @@ absl::StatusOr<GpuReplayOutcome> Run(const GpuReplayRequest& request) {
   if (timed != nullptr) {
     ASSIGN_OR_RETURN(out.costs, timed->Costs());
   }
-  if (request.mlp != nullptr && device_mlp == nullptr) {
+  if (request.mlp != nullptr && !device_stages) {
     RETURN_IF_ERROR(GatherMlpGradients(plan.schedule, *request.mlp, *world, request.options.timeout));
   }
   out.report = world->is_root();
-  if (device_mlp != nullptr) {
-    ASSIGN_OR_RETURN(MlpComparison check,
-                     CheckDeviceMlp(out.result, *device_mlp, plan.model.dp.reduce));
-    out.device_check = check;
+  if (check) {
+    // The worst step's (the steps are identical).
+    std::optional<MlpComparison> worst;
+    for (double loss : out.result.step_loss) {
+      ASSIGN_OR_RETURN(MlpComparison c, check(loss));
+      if (!worst || c.loss_error > worst->loss_error) worst = c;
+    }
+    out.device_check = worst;
   }
   if (request.graph) {
-    ASSIGN_OR_RETURN(GraphSteps g, RunGraphSteps(plan, static_cast<CudaWorld&>(*world),
-                                                 *device_mlp, request.options.steps,
-                                                 request.options.timeout));
+    ASSIGN_OR_RETURN(GraphSteps g, RunGraphSteps(plan, static_cast<CudaWorld&>(*world), *stages,
+                                                 request.options.steps, request.options.timeout,
+                                                 check));
     out.graph = GraphStepsReport{g.steps,        g.nodes,      g.eager_host_us, g.graph_host_us,
                                  g.eager_loss, g.graph_loss, g.check};
   }

@@ -29,11 +29,12 @@
 #include "stages/exec/stage.h"
 #include "stages/reference/mlp_reference.h"
 #include "stages/reference/mlp_stage.h"
+#include "stages/reference/transformer_stage.h"
 #include "runtime/gpu/stage_timer.h"
 
 namespace jitpipe::gpu {
 
-inline constexpr int kGpuReplayAbi = 1;
+inline constexpr int kGpuReplayAbi = 2;
 
 // What `--graph` measured (graph_step.h, GraphSteps).
 struct GraphStepsReport {
@@ -43,7 +44,7 @@ struct GraphStepsReport {
   double graph_host_us = 0;
   double eager_loss = 0;
   double graph_loss = 0;
-  MlpComparison check;
+  std::optional<MlpComparison> check;  // without a check: none
 };
 
 struct GpuReplayRequest {
@@ -60,10 +61,18 @@ struct GpuReplayRequest {
   // (stages/reference/cuda_mlp_stage.h) in fp32, checked against the cpu
   // reference through its own gradients.
   bool device_mlp = false;
+  // --stage transformer on the one-GPU backend: the bf16 cuBLAS transformer
+  // (stages/reference/cuda_transformer_stage.h) of these options (borrowed),
+  // run instead of host_stages.
+  const TransformerOptions* transformer = nullptr;
+  // With `transformer`: check the step against the fp32 CPU reference
+  // trainer (device_check). Off at a real size, where the reference is
+  // hundreds of TFLOPs on the CPU.
+  bool reference_check = true;
   // Time every stage call on the device (stage_timer.h): the costs to
   // simulate with.
   bool measure_costs = false;
-  // Then, with the device mlp and arena buffers at dp 1: options.steps
+  // Then, with the device mlp or transformer and arena buffers at dp 1: options.steps
   // eager steps, one captured as a CUDA graph, options.steps replays of it
   // (graph_step.h), timed and checked.
   bool graph = false;
@@ -74,8 +83,9 @@ struct GpuReplayOutcome {
   ReplayResult result;
   // False on an NCCL process other than world rank 0: it reports nothing.
   bool report = true;
-  // With a device mlp: the worst step's check (computed in the module,
-  // where the device gradients are).
+  // With a device mlp, or the device transformer and reference_check: the
+  // worst step's check (computed in the module, where the device gradients
+  // are).
   std::optional<MlpComparison> device_check;
   // With measure_costs: each of this process's stages' mean device times.
   std::vector<MeasuredStageCosts> costs;

@@ -218,7 +218,10 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{{"--stage", "mlp", "--measure-costs"},
                   "--measure-costs needs a device backend (cuda, nccl, nccl-lazy)"},
         UsageCase{{"--stage", "mlp", "--backend", "cuda", "--graph"},
-                  "--graph needs --backend cuda, --stage mlp, --buffers arena and --dp 1"}));
+                  "--graph needs --backend cuda, --stage mlp or transformer, --buffers arena "
+                  "and --dp 1"},
+        UsageCase{{"--stage", "mlp", "--reference-check=false"},
+                  "--reference-check=false is for --stage transformer only"}));
 
 // A device backend on a machine without a CUDA device (or in a build
 // without CUDA) fails with exit 1 and says so, before loading the device

@@ -4,6 +4,7 @@
 // microbatches under every built-in schedule: the loss and every gradient as
 // the reference trainer's, each rank's measured peak equal to its plan's.
 // Then the usage errors. Skipped when the build has no OpenBLAS.
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -106,6 +107,106 @@ TEST(ReplayTransformerUsageTest, NamesWhatIsMissingOrDifferent) {
                            "--vocab", "1000"});
   EXPECT_EQ(bf16.exit_code, 2);
   EXPECT_THAT(bf16.err, HasSubstr("it needs --dtype fp32, --swiglu, --rmsnorm"));
+}
+
+// The shape flags of kShape at --dtype bf16: the model the cuda stage runs.
+std::vector<std::string> Bf16Shape() {
+  std::vector<std::string> shape = kShape;
+  shape[15] = "bf16";  // --dtype
+  return shape;
+}
+
+// --stage transformer on the other backends: the bf16 block on cuda only
+// (the fp32 one in process), usage errors for the rest; --reference-check
+// with another stage; --graph without cuda. Exit 2 with the reason.
+TEST(ReplayTransformerUsageTest, BackendsAndFlagsThatDoNotFit) {
+  if (!JITPIPE_HAVE_BLAS) GTEST_SKIP() << "built without OpenBLAS: no transformer stage";
+  const std::string dir = MakeTempDir("replay_transformer_backends");
+  const std::string fp32 = dir + "/fp32.json", bf16 = dir + "/bf16.json";
+  const std::string schedule = dir + "/schedule.json";
+  ASSERT_EQ(RunCli(Concat({"model", "--tflops", "1", "-o", fp32}, kShape)).exit_code, 0);
+  ASSERT_EQ(RunCli(Concat({"model", "--tflops", "1", "-o", bf16}, Bf16Shape())).exit_code, 0);
+  ASSERT_EQ(RunCli({"generate", "--schedule", "1f1b", "--pp", "4", "--microbatches", "8", "-o",
+                    schedule})
+                .exit_code,
+            0);
+  struct Case {
+    std::vector<std::string> args;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {Concat({"--model", bf16, "--backend", "nccl"}, Bf16Shape()),
+       "--stage transformer runs on --backend inproc (fp32) or cuda (bf16), not nccl"},
+      {Concat({"--model", fp32, "--backend", "cuda"}, kShape),
+       "--stage transformer runs a bf16 block (--backend cuda) with SwiGLU, RMSNorm and fused "
+       "attention; it needs --dtype bf16"},
+      {Concat({"--model", bf16}, Bf16Shape()),
+       "--stage transformer runs an fp32 block with SwiGLU, RMSNorm and fused attention; it "
+       "needs --dtype fp32"},
+      {Concat({"--model", fp32, "--graph", "--buffers", "arena"}, kShape),
+       "--graph needs --backend cuda, --stage mlp or transformer, --buffers arena and --dp 1"},
+      {Concat({"--model", bf16, "--backend", "cuda", "--graph"}, Bf16Shape()),
+       "--graph needs --backend cuda, --stage mlp or transformer, --buffers arena and --dp 1"},
+  };
+  for (const Case& c : cases) {
+    CliResult r = RunCli(Concat({"replay", schedule, "--stage", "transformer"}, c.args));
+    EXPECT_EQ(r.exit_code, 2) << c.error;
+    EXPECT_EQ(r.err, "jitpipe replay: " + c.error + "\n(see: jitpipe replay --help)\n");
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+// On a machine without a CUDA device (or a build without CUDA), the bf16
+// transformer on --backend cuda is planned, then refused before the device
+// module is loaded: exit 1, "no CUDA device". tools/gpu-check runs it on a
+// GPU.
+TEST(ReplayTransformerCudaTest, WithoutADeviceExitsOneSayingSo) {
+  if (!JITPIPE_HAVE_BLAS) GTEST_SKIP() << "built without OpenBLAS: no transformer stage";
+  if (std::filesystem::exists("/dev/nvidiactl")) GTEST_SKIP() << "this machine has a GPU";
+  const std::string dir = MakeTempDir("replay_transformer_cuda");
+  const std::string model = dir + "/model.json", schedule = dir + "/schedule.json";
+  ASSERT_EQ(RunCli(Concat({"model", "--tflops", "1", "-o", model}, Bf16Shape())).exit_code, 0);
+  ASSERT_EQ(RunCli({"generate", "--schedule", "zbv", "--pp", "4", "--microbatches", "8", "-o",
+                    schedule})
+                .exit_code,
+            0);
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{}, {"--reference-check=false", "--measure-costs"},
+        {"--buffers", "arena", "--graph"}}) {
+    CliResult r = RunCli(Concat(Concat({"replay", schedule, "--model", model, "--stage",
+                                        "transformer", "--backend", "cuda"},
+                                       Bf16Shape()),
+                                extra));
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_THAT(r.err, ::testing::StartsWith("jitpipe replay: " + schedule + ": no CUDA device"));
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+// --reference-check=false runs the replay without the reference trainer:
+// no check in the report, and it says so.
+TEST(ReplayTransformerNoCheckTest, ReportsNoCheckAndSaysSo) {
+  if (!JITPIPE_HAVE_BLAS) GTEST_SKIP() << "built without OpenBLAS: no transformer stage";
+  const std::string dir = MakeTempDir("replay_transformer_nocheck");
+  const std::string model = dir + "/model.json", schedule = dir + "/schedule.json";
+  ASSERT_EQ(RunCli(Concat({"model", "--tflops", "1", "-o", model}, kShape)).exit_code, 0);
+  ASSERT_EQ(RunCli({"generate", "--schedule", "1f1b", "--pp", "2", "--microbatches", "2", "-o",
+                    schedule})
+                .exit_code,
+            0);
+  const std::vector<std::string> args =
+      Concat({"replay", schedule, "--model", model, "--stage", "transformer",
+              "--reference-check=false"},
+             kShape);
+  CliResult text = RunCli(args);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("check against the reference trainer: not run "
+                                  "(--reference-check=false)"));
+  CliResult json = RunCli(Concat(args, {"--json"}));
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json out = nlohmann::json::parse(json.out);
+  EXPECT_FALSE(out.contains("check")) << json.out;
+  EXPECT_GT(out["loss"].get<double>(), 6.0);
 }
 
 // The calibration flow on the shape at pp 2 (even cut: E t*4 | t*4
