@@ -302,8 +302,12 @@ class Replay {
       for (size_t i = 0; i < local_.size(); ++i) {
         const LocalRank& me = local_[i];
         const bool is_stuck = std::find(stuck.begin(), stuck.end(), i) != stuck.end();
-        mine.push_back(FailureOf({me.world_rank, me.status, is_stuck, me.failed_at_us,
-                                  records_[i], dump_errors_[i]},
+        // A stuck rank's thread still runs and writes its status and
+        // failure time when its stage call returns: read neither (its
+        // failure is that it is stuck; it has not failed otherwise).
+        mine.push_back(FailureOf({me.world_rank, is_stuck ? absl::OkStatus() : me.status,
+                                  is_stuck, is_stuck ? 0.0 : me.failed_at_us, records_[i],
+                                  dump_errors_[i]},
                                  options_.stuck_grace));
       }
     }
