@@ -13,7 +13,8 @@
 //   1. every built-in schedule at each searched v, its stages cut as above
 //      (a version 2 model; a version 1 model searches v = 1 only, its
 //      stages as given);
-//   2. the zero-bubble heuristic (zero_bubble_heuristic.h; v = 1);
+//   2. the zero-bubble heuristic (zero_bubble_heuristic.h; v = 1), lowered
+//      with receives both early and just in time;
 //   3. the list scheduler (list_scheduler.h) over placements (one stage per
 //      rank; two per rank in a V and in a loop) x I/W split or full B x
 //      depth- or breadth-first x 1F1B's warm-up depth or as deep as memory

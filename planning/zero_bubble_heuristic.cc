@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,65 +31,75 @@ std::vector<int64_t> ActivationCaps(const Model& model, const TrainingMemory& tr
   return caps;
 }
 
-ListScheduleParams ZeroBubbleFlags(int combination, int pp, int microbatches) {
-  ListScheduleParams p;
-  p.pp = pp;
-  p.microbatches = microbatches;
-  p.stages_per_rank = 1;
-  p.placement = Placement::kLoop;
-  p.split_backward = true;
-  p.warmup_limit = (combination & 1) != 0;
-  p.prefer_backward = (combination & 2) != 0;
-  p.fill = (combination & 4) != 0 ? FillWithW::kGreedy : FillWithW::kWhenItFits;
-  p.name = "zb-heuristic";
-  return p;
+ZbGraph ZeroBubbleGraph(const StageTimes& times, const std::vector<int64_t>& caps) {
+  const size_t n = times.forward_us.size();
+  ZbGraph g{.f = times.forward_us, .b = times.backward_input_us, .w = times.backward_weight_us,
+            .forward_in = std::vector<double>(n, 0), .backward_in = std::vector<double>(n, 0),
+            .mem_f = times.activation_bytes, .mem_b = std::vector<int64_t>(n, 0),
+            .mem_w = {}, .max_mem = caps};
+  for (size_t j = 0; j < n; ++j) {
+    if (j > 0) g.forward_in[j] = times.send_forward_us[j - 1];
+    if (j + 1 < n) g.backward_in[j] = times.send_backward_us[j + 1];
+    g.mem_w.push_back(-times.activation_bytes[j]);
+  }
+  return g;
 }
 
-std::string ZeroBubbleFlagsName(int combination) {
-  return absl::StrCat((combination & 2) != 0 ? "B prioritised" : "F prioritised", ", ",
-                      (combination & 4) != 0 ? "W fills every bubble" : "W only where it fits",
-                      ", ",
-                      (combination & 1) != 0 ? "a bubble allowed before the first B"
-                                             : "no bubble before the first B");
+namespace {
+
+// The faster lowering that fits; else the jit one (the lighter), which says
+// which ranks miss.
+absl::StatusOr<Evaluation> JudgeBothWays(const Schedule& s, const Model& model,
+                                         const TrainingMemory& training) {
+  ASSIGN_OR_RETURN(Evaluation jit, EvaluateSchedule(s, model, training, RecvPlacement::kJit));
+  ASSIGN_OR_RETURN(Evaluation early, EvaluateSchedule(s, model, training, RecvPlacement::kEarly));
+  if (early.fits && (!jit.fits || early.makespan_us < jit.makespan_us)) return early;
+  return jit;
 }
+
+}  // namespace
 
 absl::StatusOr<HeuristicResult> ZeroBubbleHeuristic(const Model& model,
                                                     const TrainingMemory& training, int pp,
                                                     int microbatches) {
+  if (pp < 1 || microbatches < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "zero-bubble heuristic: pp and microbatches must be >= 1, got ", pp, ", ", microbatches));
+  }
   const std::vector<int> placement = StageToRank(Placement::kLoop, pp, 1);
   const StageTimes times = StageTimesOf(model, placement);
-  const std::vector<int64_t> caps = ActivationCaps(model, training, placement, pp);
-  std::optional<HeuristicResult> best;
-  int tried = 0;
-  for (int combination = 0; combination < 8; ++combination) {
-    ListScheduleParams params = ZeroBubbleFlags(combination, pp, microbatches);
-    params.cap_bytes = caps;
-    // Lower the heuristic's own cap by one microbatch's activations at a
-    // time while the exact plan (which also counts buffers in flight)
-    // misses the limit.
-    for (int attempt = 0; attempt < 5; ++attempt) {
-      absl::StatusOr<Schedule> s = BuildListSchedule(params, times);
-      if (!s.ok()) break;  // the cap leaves no way forward
-      ++tried;
-      ASSIGN_OR_RETURN(Evaluation e, EvaluateSchedule(*s, model, training, RecvPlacement::kJit));
-      if (e.fits) {
-        if (!best.has_value() || e.makespan_us < best->evaluation.makespan_us) {
-          best = HeuristicResult{.schedule = *std::move(s),
-                                 .evaluation = std::move(e),
-                                 .flags = ZeroBubbleFlagsName(combination)};
-        }
-        break;
-      }
-      for (int r = 0; r < pp; ++r) {
-        if (!e.memory.ranks[r].fits()) params.cap_bytes[r] -= times.activation_bytes[r];
-      }
+  std::vector<int64_t> caps = ActivationCaps(model, training, placement, pp);
+  HeuristicResult out;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    absl::StatusOr<ZbOrder> order = ZbInitialSolution(ZeroBubbleGraph(times, caps), pp,
+                                                      microbatches);
+    if (!order.ok()) {
+      if (order.status().code() != absl::StatusCode::kResourceExhausted) return order.status();
+      break;  // the cap leaves no way forward
+    }
+    out.tried += 8;
+    Schedule s;
+    s.name = "zb-heuristic";
+    s.pp = pp;
+    s.stages_per_rank = 1;
+    s.microbatches = microbatches;
+    s.placement = Placement::kLoop;
+    s.stage_to_rank = placement;
+    s.ranks = std::move(order->stages);
+    ASSIGN_OR_RETURN(Evaluation e, JudgeBothWays(s, model, training));
+    if (e.fits) {
+      out.schedule = std::move(s);
+      out.evaluation = std::move(e);
+      out.flags = ZbFlagsName(order->flags);
+      out.upstream_span_us = order->best_time;
+      out.caps_lowered = attempt;
+      return out;
+    }
+    for (int r = 0; r < pp; ++r) {
+      if (!e.memory.ranks[r].fits()) caps[r] -= times.activation_bytes[r];
     }
   }
-  if (!best.has_value()) {
-    return absl::NotFoundError("the zero-bubble heuristic finds no schedule within the limit");
-  }
-  best->tried = tried;
-  return *std::move(best);
+  return absl::NotFoundError("the zero-bubble heuristic finds no schedule within the limit");
 }
 
 }  // namespace jitpipe
