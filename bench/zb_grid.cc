@@ -23,7 +23,9 @@
 // unit of stash), no parameters, nothing sent but latency, so the limit is
 // the activation cap. 36 cases.
 //
-// Usage: zb_grid [--filter SUBSTRING]. Exit status 1 when a case errs.
+// Usage: zb_grid [--filter SUBSTRING] [--stages-per-rank 1|2]: the latter
+// limits auto's search as `generate --stages-per-rank` does (1: the
+// heuristic's own placement family). Exit status 1 when a case errs.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -72,7 +74,7 @@ absl::StatusOr<HeuristicResult> Heuristic(const ModelFile& file, int pp, int m, 
 
 double Over(double t, double bound) { return 100 * (t / bound - 1); }
 
-int Run(const char* filter) {
+int Run(const char* filter, std::vector<int> stages_per_rank) {
   std::printf("| case | heuristic | recv | heuristic flags | auto | chosen | bound | "
               "heuristic vs bound | auto vs bound | auto <= heuristic |\n"
               "|---|---|---|---|---|---|---|---|---|---|\n");
@@ -90,7 +92,7 @@ int Run(const char* filter) {
           absl::StatusOr<HeuristicResult> h = Heuristic(file, pp, m, limit);
           absl::StatusOr<AutoScheduleResult> a = AutoSchedule(
               file, {.pp = pp, .microbatches = m, .memory_limit = limit,
-                     .time_budget = absl::Seconds(60)});
+                     .stages_per_rank = stages_per_rank, .time_budget = absl::Seconds(60)});
           if (!a.ok()) {
             std::printf("| %s | error: %s |\n", label.c_str(),
                         std::string(a.status().message()).c_str());
@@ -133,13 +135,17 @@ int Run(const char* filter) {
 
 int main(int argc, char** argv) {
   const char* filter = nullptr;
+  std::vector<int> stages_per_rank = {1, 2};
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--filter") == 0 && i + 1 < argc) {
       filter = argv[++i];
+    } else if (std::strcmp(argv[i], "--stages-per-rank") == 0 && i + 1 < argc &&
+               (std::strcmp(argv[i + 1], "1") == 0 || std::strcmp(argv[i + 1], "2") == 0)) {
+      stages_per_rank = {argv[++i][0] - '0'};
     } else {
-      std::fprintf(stderr, "usage: zb_grid [--filter SUBSTRING]\n");
+      std::fprintf(stderr, "usage: zb_grid [--filter SUBSTRING] [--stages-per-rank 1|2]\n");
       return 2;
     }
   }
-  return jitpipe::bench::Run(filter);
+  return jitpipe::bench::Run(filter, stages_per_rank);
 }
