@@ -9,7 +9,8 @@
 // span winning, the first on ties), for unit costs F = I = W = 1, free
 // communication, and its memory model: an F holds one activation unit, its I
 // keeps it, its W frees it. The cap is pp units for ZB-H1 (1F1B's memory) and
-// 2*pp for ZB-H2. Example, pp 4, m 8, rank 1 of ZB-H1:
+// 2*pp for ZB-H2 (zb_manual_order.h runs upstream's algorithm). Example,
+// pp 4, m 8, rank 1 of ZB-H1:
 //   1F0 1F1 1F2 1I0 1F3 1I1 1W0 1F4 1I2 1W1 ... 1I7 1W6 1W7
 //
 // Unit-cost figures (tests/testing/unit_cost_replay.h): both have makespan
