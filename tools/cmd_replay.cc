@@ -53,6 +53,7 @@
 #include "tools/transformer_flags.h"
 #include "traces/chrome_trace_writer.h"
 #include "traces/timeline_trace.h"
+#include "comm/launched_process.h"
 #include "comm/world_plugin.h"
 #include "stages/reference/mlp_gradients.h"
 
@@ -446,10 +447,20 @@ int RunReplay(const Command& command, const Invocation& invocation) {
   std::optional<ModelFile> file;
   std::optional<Model> model;
   std::optional<Partition> partition_used;  // a version 2 model's cut  // its dp settings now, its stage costs once staged
+  // A process of an MPI job that cannot read its files fails before the
+  // world starts; only its own line reaches the user, so it names its rank
+  // and host (a file missing on one host of many).
+  auto unread = [](const absl::Status& s) {
+    const std::string backend = absl::GetFlag(FLAGS_backend);
+    const std::optional<LaunchedProcess> me =
+        backend == "inproc" || backend == "cuda" ? std::nullopt : ThisLaunchedProcess();
+    if (!me.has_value()) return s;
+    return absl::Status(s.code(), absl::StrCat(me->ToString(), ": ", s.message()));
+  };
   const std::string model_path = absl::GetFlag(FLAGS_model);
   if (!model_path.empty()) {
     absl::StatusOr<ModelFile> loaded = LoadModelFile(model_path, MaxInputBytes());
-    if (!loaded.ok()) return Fail(command, loaded.status());
+    if (!loaded.ok()) return Fail(command, unread(loaded.status()));
     file = *std::move(loaded);
     model = file->layered() ? Model() : file->stages;
     if (file->layered()) model->dp = file->layers.dp;
@@ -464,7 +475,7 @@ int RunReplay(const Command& command, const Invocation& invocation) {
     return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
   };
   absl::StatusOr<Schedule> input = LoadInputSchedule(path);
-  if (!input.ok()) return Fail(command, input.status());
+  if (!input.ok()) return Fail(command, unread(input.status()));
   if (absl::Status world = CheckReplayWorld(input->pp, f.dp); !world.ok()) {
     return UsageError(command, world.message());
   }

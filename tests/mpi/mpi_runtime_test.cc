@@ -1,11 +1,14 @@
 // A killed process in a replay over the MPI world, as a job started by
 // mpi_jobs_test.cc (MpiKillJobTest), which checks what mpirun and the other
 // processes say: world rank 2 kills itself with SIGKILL mid-run; the others
-// must fail with a clear error, never hang. Run alone, it skips. What every
+// must fail with a clear error, never hang. Run alone, it skips. With
+// JITPIPE_TEST_FLIGHT_DIR set (mpi_netns_test.cc, on two hosts) the replay
+// keeps its flight records there. What every
 // backend does in a replay is in tests/runtime/replay_conformance_test.cc.
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -100,6 +103,9 @@ TEST(MpiKillTest, OthersFailWithAClearErrorWhenARankIsKilled) {
   ReplayOptions options;
   options.steps = 1000000;  // only the kill ends it
   options.timeout = absl::Seconds(30);
+  if (const char* dir = std::getenv("JITPIPE_TEST_FLIGHT_DIR"); dir != nullptr) {
+    options.flight_dir = dir;
+  }
   absl::StatusOr<ReplayResult> result = RunReplay(r->plan.schedule, r->plan.executable,
                                                      r->plan.plans, factory, Ctx(), options);
   EXPECT_FALSE(result.ok());
