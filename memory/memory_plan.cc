@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -139,10 +140,12 @@ std::string RankMemoryPlan::ToString() const {
 
 namespace {
 
-// PlanRankMemory over an index of every rank's program, built once.
+// PlanRankMemory over an index of every rank's program, built once, and
+// under kReceive the program's happens-before order (else null).
 absl::StatusOr<RankMemoryPlan> PlanIndexedRank(const Schedule& schedule,
                                                const ProgramIndex& index, const Model& model,
-                                               int rank, const PlanOptions& options) {
+                                               int rank, const PlanOptions& options,
+                                               const HappensBefore* order) {
   RankMemoryPlan plan;
   plan.rank = rank;
   plan.options = options;
@@ -151,6 +154,9 @@ absl::StatusOr<RankMemoryPlan> PlanIndexedRank(const Schedule& schedule,
       ComputeBufferLifetimes(schedule, index, model, rank,
                              LifetimeOptions{options.policy, options.prefetch,
                                              options.send_release}));
+  if (order != nullptr) {
+    plan.buffers = HoldSentBuffers(std::move(plan.buffers), order->SendHolds(rank));
+  }
   plan.peak = PeakOf(LiveBytes(plan.buffers));
   plan.lower_bound = PeakOf(NeededBytes(plan.buffers));
   if (plan.peak.index >= 0) {
@@ -170,8 +176,13 @@ absl::StatusOr<RankMemoryPlan> PlanRankMemory(const Schedule& schedule, const Mo
                                               int rank, const PlanOptions& options) {
   RETURN_IF_ERROR(ValidatePlanOptions(options));
   RETURN_IF_ERROR(ValidateHeader(schedule));
-  return PlanIndexedRank(schedule, ProgramIndex::BuildForRank(schedule, rank), model, rank,
-                         options);
+  if (options.send_completion == SendCompletionModel::kPost || !schedule.lowered) {
+    return PlanIndexedRank(schedule, ProgramIndex::BuildForRank(schedule, rank), model, rank,
+                           options, nullptr);
+  }
+  const ProgramIndex index = ProgramIndex::Build(schedule);
+  ASSIGN_OR_RETURN(const HappensBefore order, HappensBefore::Build(schedule, index));
+  return PlanIndexedRank(schedule, index, model, rank, options, &order);
 }
 
 absl::StatusOr<std::vector<RankMemoryPlan>> PlanMemory(const Schedule& schedule,
@@ -181,8 +192,13 @@ absl::StatusOr<std::vector<RankMemoryPlan>> PlanMemory(const Schedule& schedule,
   RETURN_IF_ERROR(ValidatePlanOptions(options));
   RETURN_IF_ERROR(ValidateHeader(schedule));
   const ProgramIndex index = ProgramIndex::Build(schedule);
+  std::optional<HappensBefore> order;
+  if (options.send_completion == SendCompletionModel::kReceive && schedule.lowered) {
+    ASSIGN_OR_RETURN(order, HappensBefore::Build(schedule, index));
+  }
   return ParallelMap<RankMemoryPlan>(schedule.pp, threads, [&](int rank) {
-    return PlanIndexedRank(schedule, index, model, rank, options);
+    return PlanIndexedRank(schedule, index, model, rank, options,
+                           order.has_value() ? &*order : nullptr);
   });
 }
 
