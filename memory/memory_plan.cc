@@ -107,6 +107,10 @@ std::string RankMemoryPlan::ToString() const {
   std::string out = absl::StrCat("rank ", rank, ", ", MemoryPolicyName(options.policy));
   if (options.prefetch > 0) absl::StrAppend(&out, " prefetch ", options.prefetch);
   absl::StrAppend(&out, ": peak ", peak.bytes, " B");
+  if (options.send_completion == SendCompletionModel::kReceive) {
+    absl::StrAppend(&out, " (sends complete at the peer's receive; ", post_peak.bytes,
+                    " B had they completed when posted)");
+  }
   if (peak.index >= 0) absl::StrAppend(&out, " at index ", peak.index, " (", peak_action, ")");
   absl::StrAppend(&out, ", lower bound ", lower_bound.bytes, " B");
   if (options.arena) {
@@ -154,10 +158,11 @@ absl::StatusOr<RankMemoryPlan> PlanIndexedRank(const Schedule& schedule,
       ComputeBufferLifetimes(schedule, index, model, rank,
                              LifetimeOptions{options.policy, options.prefetch,
                                              options.send_release}));
+  plan.post_peak = PeakOf(LiveBytes(plan.buffers));
   if (order != nullptr) {
     plan.buffers = HoldSentBuffers(std::move(plan.buffers), order->SendHolds(rank));
   }
-  plan.peak = PeakOf(LiveBytes(plan.buffers));
+  plan.peak = order != nullptr ? PeakOf(LiveBytes(plan.buffers)) : plan.post_peak;
   plan.lower_bound = PeakOf(NeededBytes(plan.buffers));
   if (plan.peak.index >= 0) {
     plan.peak_action = schedule.ranks[rank][plan.peak.index].ToString();

@@ -71,6 +71,9 @@ struct RankMemoryPlan {
   PlanOptions options;
   RankBuffers buffers;             // alloc/free events: MemoryEvents(buffers)
   Peak peak;                       // live bytes under the policy
+  // The peak had every send completed when posted (SendCompletionModel
+  // kPost): `peak` itself under kPost, at most `peak` under kReceive.
+  Peak post_peak;
   std::string peak_action;         // the action at peak.index; "" when none
   std::vector<int> peak_buffers;   // ids of the buffers live at the peak
   Peak lower_bound;                // of NeededBytes(buffers)
