@@ -123,7 +123,7 @@ TEST_P(SendCompletionTest, HoldsAndPeaks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(HandBuilt, SendCompletionTest, ::testing::ValuesIn(Cases()),
-                         [](const auto& info) { return info.param.name; });
+                         [](const auto& param_info) { return param_info.param.name; });
 
 TEST(SendCompletionModelTest, ParsesItsNames) {
   EXPECT_EQ(*ParseSendCompletionModel("post"), SendCompletionModel::kPost);
