@@ -89,7 +89,7 @@ void LifetimeBuilder::Sent(Buffer& b, int at, int send, int wait) const {
     b.free_index = n_ - 1;
     b.free_timing = FreeTiming::kStepEnd;
   } else {
-    b.free_index = send;
+    b.free_index = b.send_index = send;
     b.free_timing = FreeTiming::kAfterSend;
   }
 }
@@ -255,7 +255,10 @@ std::string Buffer::ToString() const {
   absl::StrAppend(&out, " ", bytes, " B [", alloc_index, ", ", free_index, "]");
   if (received) absl::StrAppend(&out, " received");
   if (alloc_timing == AllocTiming::kStepStart) absl::StrAppend(&out, " from step start");
-  if (free_timing == FreeTiming::kAfterSend) absl::StrAppend(&out, " after send");
+  if (free_timing == FreeTiming::kAfterSend) {
+    absl::StrAppend(&out, " after send");
+    if (send_index != free_index) absl::StrAppend(&out, " at ", send_index);
+  }
   if (free_timing == FreeTiming::kStepEnd) absl::StrAppend(&out, " to step end");
   if (handoff_stage >= 0) {
     absl::StrAppend(&out, ", ", kind == BufferKind::kOutput ? "input" : "output_grad",

@@ -21,7 +21,9 @@
 //   stash       stash_bytes, allocated at F, freed after the last of I/W/B.
 //   output      output_bytes, allocated at F. Last stage: freed after F. Next
 //               stage remote: jit frees it after SEND_F, marked kAfterSend
-//               (the transfer completes later in time), or, when the program
+//               (the transfer completes later in time; SendCompletionModel
+//               kReceive plans it live until a later bound,
+//               send_completion.h), or, when the program
 //               waits for that send (WAIT_SEND_F), after the WAIT (it is
 //               over only once the transfer completed); eager at step end.
 //               Next stage on this rank: becomes that stage's input.
@@ -88,7 +90,9 @@ enum class AllocTiming : uint8_t {
 
 enum class FreeTiming : uint8_t {
   kAfterAction,  // after action free_index finishes
-  kAfterSend,    // free_index is the SEND: released once the transfer completes
+  kAfterSend,    // released once the transfer of the SEND at send_index completes;
+                 // planned live through free_index (>= send_index: the SEND
+                 // itself, or a later bound, send_completion.h)
   kStepEnd,      // at step end; free_index is n-1
 };
 
@@ -118,6 +122,9 @@ struct Buffer {
   int64_t bytes = 0;
   int32_t alloc_index = 0;
   int32_t free_index = 0;
+  // kAfterSend: the program index of the SEND whose completion releases it;
+  // -1 otherwise.
+  int32_t send_index = -1;
   // What any placement of the receives and sends must keep live: from the
   // first action that writes or reads it (a received buffer: its first
   // consumer) to the last (a sent buffer: its producer, as the transfer may

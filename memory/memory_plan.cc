@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -106,6 +107,10 @@ std::string RankMemoryPlan::ToString() const {
   std::string out = absl::StrCat("rank ", rank, ", ", MemoryPolicyName(options.policy));
   if (options.prefetch > 0) absl::StrAppend(&out, " prefetch ", options.prefetch);
   absl::StrAppend(&out, ": peak ", peak.bytes, " B");
+  if (options.send_completion == SendCompletionModel::kReceive) {
+    absl::StrAppend(&out, " (sends complete at the peer's receive; ", post_peak.bytes,
+                    " B had they completed when posted)");
+  }
   if (peak.index >= 0) absl::StrAppend(&out, " at index ", peak.index, " (", peak_action, ")");
   absl::StrAppend(&out, ", lower bound ", lower_bound.bytes, " B");
   if (options.arena) {
@@ -139,10 +144,12 @@ std::string RankMemoryPlan::ToString() const {
 
 namespace {
 
-// PlanRankMemory over an index of every rank's program, built once.
+// PlanRankMemory over an index of every rank's program, built once, and
+// under kReceive the program's happens-before order (else null).
 absl::StatusOr<RankMemoryPlan> PlanIndexedRank(const Schedule& schedule,
                                                const ProgramIndex& index, const Model& model,
-                                               int rank, const PlanOptions& options) {
+                                               int rank, const PlanOptions& options,
+                                               const HappensBefore* order) {
   RankMemoryPlan plan;
   plan.rank = rank;
   plan.options = options;
@@ -151,7 +158,11 @@ absl::StatusOr<RankMemoryPlan> PlanIndexedRank(const Schedule& schedule,
       ComputeBufferLifetimes(schedule, index, model, rank,
                              LifetimeOptions{options.policy, options.prefetch,
                                              options.send_release}));
-  plan.peak = PeakOf(LiveBytes(plan.buffers));
+  plan.post_peak = PeakOf(LiveBytes(plan.buffers));
+  if (order != nullptr) {
+    plan.buffers = HoldSentBuffers(std::move(plan.buffers), order->SendHolds(rank));
+  }
+  plan.peak = order != nullptr ? PeakOf(LiveBytes(plan.buffers)) : plan.post_peak;
   plan.lower_bound = PeakOf(NeededBytes(plan.buffers));
   if (plan.peak.index >= 0) {
     plan.peak_action = schedule.ranks[rank][plan.peak.index].ToString();
@@ -170,8 +181,13 @@ absl::StatusOr<RankMemoryPlan> PlanRankMemory(const Schedule& schedule, const Mo
                                               int rank, const PlanOptions& options) {
   RETURN_IF_ERROR(ValidatePlanOptions(options));
   RETURN_IF_ERROR(ValidateHeader(schedule));
-  return PlanIndexedRank(schedule, ProgramIndex::BuildForRank(schedule, rank), model, rank,
-                         options);
+  if (options.send_completion == SendCompletionModel::kPost || !schedule.lowered) {
+    return PlanIndexedRank(schedule, ProgramIndex::BuildForRank(schedule, rank), model, rank,
+                           options, nullptr);
+  }
+  const ProgramIndex index = ProgramIndex::Build(schedule);
+  ASSIGN_OR_RETURN(const HappensBefore order, HappensBefore::Build(schedule, index));
+  return PlanIndexedRank(schedule, index, model, rank, options, &order);
 }
 
 absl::StatusOr<std::vector<RankMemoryPlan>> PlanMemory(const Schedule& schedule,
@@ -181,8 +197,13 @@ absl::StatusOr<std::vector<RankMemoryPlan>> PlanMemory(const Schedule& schedule,
   RETURN_IF_ERROR(ValidatePlanOptions(options));
   RETURN_IF_ERROR(ValidateHeader(schedule));
   const ProgramIndex index = ProgramIndex::Build(schedule);
+  std::optional<HappensBefore> order;
+  if (options.send_completion == SendCompletionModel::kReceive && schedule.lowered) {
+    ASSIGN_OR_RETURN(order, HappensBefore::Build(schedule, index));
+  }
   return ParallelMap<RankMemoryPlan>(schedule.pp, threads, [&](int rank) {
-    return PlanIndexedRank(schedule, index, model, rank, options);
+    return PlanIndexedRank(schedule, index, model, rank, options,
+                           order.has_value() ? &*order : nullptr);
   });
 }
 

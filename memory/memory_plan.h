@@ -38,6 +38,7 @@
 #include "memory/arena.h"
 #include "memory/buffer_lifetimes.h"
 #include "memory/liveness.h"
+#include "memory/send_completion.h"
 #include "scheduler/ir/model.h"
 #include "scheduler/ir/schedule.h"
 
@@ -47,6 +48,10 @@ struct PlanOptions {
   MemoryPolicy policy = MemoryPolicy::kJit;
   int prefetch = 0;  // kJit only: see LifetimeOptions::prefetch
   SendRelease send_release = SendRelease::kOnCompletion;  // kJit only: ditto
+  // When the transport completes a send (send_completion.h): kPost plans a
+  // sent buffer free after its SEND, kReceive holds it to the first action
+  // after the peer's RECV (an upper bound for a rendezvous transport).
+  SendCompletionModel send_completion = SendCompletionModel::kPost;
   int64_t alignment = kDefaultArenaAlignment;
   bool arena = true;  // false: lifetimes, peak and lower bound only (cheaper)
   // The arena search stops at the first layout whose bytes are at most
@@ -66,6 +71,9 @@ struct RankMemoryPlan {
   PlanOptions options;
   RankBuffers buffers;             // alloc/free events: MemoryEvents(buffers)
   Peak peak;                       // live bytes under the policy
+  // The peak had every send completed when posted (SendCompletionModel
+  // kPost): `peak` itself under kPost, at most `peak` under kReceive.
+  Peak post_peak;
   std::string peak_action;         // the action at peak.index; "" when none
   std::vector<int> peak_buffers;   // ids of the buffers live at the peak
   Peak lower_bound;                // of NeededBytes(buffers)
@@ -86,7 +94,9 @@ struct RankMemoryPlan {
 std::vector<LiveInterval> ArenaIntervals(const RankBuffers& buffers);
 
 // Plans one rank. Errors: those of ValidatePlanOptions and
-// ComputeBufferLifetimes (FailedPrecondition for a compute-only schedule).
+// ComputeBufferLifetimes (FailedPrecondition for a compute-only schedule);
+// under SendCompletionModel::kReceive those of HappensBefore::Build, which
+// then orders every rank's program (O(actions of all ranks) per peer).
 // REQUIRES: 0 <= rank < schedule.pp.
 absl::StatusOr<RankMemoryPlan> PlanRankMemory(const Schedule& schedule, const Model& model,
                                               int rank, const PlanOptions& options);

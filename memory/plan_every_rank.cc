@@ -21,11 +21,13 @@ absl::StatusOr<RankPlanSummary> PlanAndSummarizeRank(const Schedule& schedule, c
     PlanOptions other;
     other.arena = false;
     other.policy = MemoryPolicy::kJit;
+    other.send_completion = options.send_completion;
     ASSIGN_OR_RETURN(RankMemoryPlan second, PlanRankMemory(schedule, model, rank, other));
     other_peak = second.peak.bytes;
   }
   return RankPlanSummary{.rank = rank,
                          .peak = plan.peak.bytes,
+                         .post_peak = plan.post_peak.bytes,
                          .peak_index = plan.peak.index,
                          .peak_action = plan.peak_action,
                          .jit_peak = jit ? plan.peak.bytes : other_peak,

@@ -25,7 +25,8 @@ namespace jitpipe {
 // peaks, the lower bound and the arena.
 struct RankPlanSummary {
   int rank = 0;
-  int64_t peak = 0;  // under the plan's policy
+  int64_t peak = 0;  // under the plan's policy (and send completion model)
+  int64_t post_peak = 0;  // RankMemoryPlan::post_peak: peak had sends completed when posted
   int peak_index = -1;
   std::string peak_action;
   int64_t jit_peak = 0;

@@ -85,7 +85,8 @@ struct RankReplay {
   int rank = 0;  // pipeline rank
   int replica = 0;
   int64_t measured_peak_bytes = 0;  // the provider's peak over all steps
-  int64_t planned_peak_bytes = 0;   // RankMemoryPlan::peak
+  int64_t planned_peak_bytes = 0;   // RankMemoryPlan::peak (a bound under kReceive)
+  int64_t planned_post_peak_bytes = 0;  // RankMemoryPlan::post_peak
   int64_t arena_bytes = 0;          // the plan's arena
   int64_t buffer_heap_allocations = 0;  // by the provider, all steps
   double exposed_reduce_us = 0;     // the median over steps

@@ -18,6 +18,7 @@ RankReplay ReplayOf(int w, const RankOutcome& out, const MergeInputs& in) {
           w / in.pp,
           out.peak_bytes,
           in.plans[rank].peak.bytes,
+          in.plans[rank].post_peak.bytes,
           in.plans[rank].arena.arena_bytes,
           out.heap_allocations,
           MedianOf(std::move(exposed)),

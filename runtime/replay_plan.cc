@@ -112,7 +112,13 @@ absl::StatusOr<Model> ModelWithStageSizes(Model model, int num_stages, StageFact
   return model;
 }
 
-absl::StatusOr<ReplayPlan> PlanReplay(Schedule lowered, Model model, MemoryPolicy policy) {
+SendCompletionModel PlanSendCompletion(const BackendTraits& backend) {
+  return backend.send_completion == SendCompletion::kRendezvous ? SendCompletionModel::kReceive
+                                                                : SendCompletionModel::kPost;
+}
+
+absl::StatusOr<ReplayPlan> PlanReplay(Schedule lowered, Model model, MemoryPolicy policy,
+                                      SendCompletionModel send) {
   if (!lowered.lowered) {
     return absl::FailedPreconditionError(
         "replay needs a lowered program; lower it first (LowerForReplay)");
@@ -122,6 +128,7 @@ absl::StatusOr<ReplayPlan> PlanReplay(Schedule lowered, Model model, MemoryPolic
   ReplayPlan out;
   PlanOptions plan_options;
   plan_options.policy = policy;
+  plan_options.send_completion = send;
   ASSIGN_OR_RETURN(out.plans, PlanMemory(lowered, model, plan_options));
   std::vector<RankBuffers> buffers;
   buffers.reserve(out.plans.size());

@@ -88,12 +88,20 @@ struct ReplayPlan {
   Executable executable;
 };
 
+// How the plan models a backend's send completion: kReceive for a
+// rendezvous backend (MPI, NCCL: a send completes once its receive is
+// posted), kPost for an eager one (in-process, one-GPU CUDA).
+SendCompletionModel PlanSendCompletion(const BackendTraits& backend);
+
 // Validates `lowered` (relaxed semantics: the in-process backend's sends
-// never block), plans its memory under `policy` with an arena, and builds
-// the executable. Errors: FailedPrecondition for a compute-only schedule;
+// never block), plans its memory under `policy` and `send` with an arena
+// (under kReceive every sent buffer's arena interval covers its bound, so no
+// later buffer shares its bytes while the transfer may be in flight), and
+// builds the executable. Errors: FailedPrecondition for a compute-only schedule;
 // InvalidArgument from Validate() (naming rank, index and action), the
 // model (CheckModelFits) or the planner.
-absl::StatusOr<ReplayPlan> PlanReplay(Schedule lowered, Model model, MemoryPolicy policy);
+absl::StatusOr<ReplayPlan> PlanReplay(Schedule lowered, Model model, MemoryPolicy policy,
+                                      SendCompletionModel send = SendCompletionModel::kPost);
 
 }  // namespace jitpipe
 

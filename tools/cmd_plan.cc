@@ -34,6 +34,10 @@ ABSL_FLAG(int, prefetch, 0,
 ABSL_FLAG(double, arena_slack, jitpipe::kDefaultArenaSlack,
           "stop the arena search at a layout within this fraction of the peak (0: search every "
           "ordering unless one reaches the peak); the receive arena's search too");
+ABSL_FLAG(std::string, send_completion, "post",
+          "when a send completes, for freeing its buffer: post (when posted: in-process copy, "
+          "eager sends) or receive (rendezvous, MPI and NCCL: the buffer is held until the first "
+          "action that the program orders after the peer's matching receive, an upper bound)");
 ABSL_FLAG(int, map, -1, "also print this rank's buffers and an ASCII map of its arena");
 
 namespace jitpipe::cli {
@@ -55,6 +59,10 @@ absl::StatusOr<PlanOptions> OptionsFromFlags() {
   options.policy = *parsed;
   options.prefetch = absl::GetFlag(FLAGS_prefetch);
   options.arena_slack = absl::GetFlag(FLAGS_arena_slack);
+  absl::StatusOr<SendCompletionModel> send =
+      ParseSendCompletionModel(absl::GetFlag(FLAGS_send_completion));
+  if (!send.ok()) return send.status();
+  options.send_completion = *send;
   if (absl::Status valid = ValidatePlanOptions(options); !valid.ok()) return valid;
   return options;
 }
@@ -72,6 +80,12 @@ void PrintTable(const std::string& path, const PlanOptions& options,
               options.prefetch > 0
                   ? absl::StrCat("; jit peak with prefetch ", options.prefetch).c_str()
                   : "");
+  if (options.send_completion == SendCompletionModel::kReceive) {
+    std::printf("sends complete at the peer's receive: each sent buffer held to the first action "
+                "after it (a bound); peak had they completed when posted:");
+    for (const RankRow& r : rows) std::printf(" %s", FormatBytes(r.post_peak).c_str());
+    std::printf("\n");
+  }
   std::printf("%4s %12s %12s %9s %12s %12s %10s\n", "rank", "jit peak", "eager peak",
               "jit/eager", "lower bound", "arena", "arena/peak");
   for (const RankRow& r : rows) {
@@ -186,12 +200,14 @@ void PrintJson(const PlanOptions& options, const std::vector<RankRow>& rows,
                      {"arena_bytes", r.arena},
                      {"fragmentation_bytes", r.arena - r.peak},
                      {"arena_algorithm", r.arena_algorithm},
+                     {"post_peak_bytes", r.post_peak},
                      {"jit_peak_bytes", r.jit_peak},
                      {"eager_peak_bytes", r.eager_peak},
                      {"buffers", r.buffers}});
   }
   Json out{{"policy", MemoryPolicyName(options.policy)},
            {"prefetch", options.prefetch},
+           {"send_completion", SendCompletionModelName(options.send_completion)},
            {"ranks", std::move(ranks)},
            {"worst_rank", WorstRank(rows).rank},
            {"pytorch", PyTorchJson(pytorch)}};
@@ -337,11 +353,15 @@ Command PlanCommand() {
   return Command{
       .name = "plan",
       .synopsis = "plan FILE --model MODEL [--policy jit|eager] [--prefetch K] "
-                  "[--arena-slack F] [--send-budget K] [--json] [--trace OUT] [--map RANK]",
+                  "[--arena-slack F] [--send-completion post|receive] [--send-budget K] [--json] [--trace OUT] [--map RANK]",
       .summary = "Plan the memory of a schedule (a compute-only FILE is lowered first, as "
                  "jitpipe lower does by default). Per rank: the peak under --policy, "
                  "the jit and eager peaks side by side, the liveness lower bound (what any "
-                 "placement of the receives must hold) and a static arena with an offset for "
+                 "placement of the receives must hold; with --send-completion receive, for a "
+                 "rendezvous transport, each sent buffer is held until the first action the "
+                 "program orders "
+                 "after the peer's receive, and the peak had sends completed when posted is "
+                 "printed too) and a static arena with an offset for "
                  "every buffer (64-byte aligned, best fit). --trace writes a Chrome trace with "
                  "a memory counter per rank and category: over simulated time when the model "
                  "gives compute times (the jitpipe simulate timeline, memory under --policy), "
@@ -358,7 +378,7 @@ Command PlanCommand() {
                  "planner's peak), the total against the device limit, and the heaviest rank "
                  "with how much it fits or misses by.",
       .flags = {"model", "layout", "partition", "time_budget", "policy", "prefetch", "arena_slack",
-                "send_budget", "memory_limit", "reserve", "json", "trace", "map",
+                "send_completion",                 "send_budget", "memory_limit", "reserve", "json", "trace", "map",
                 "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,

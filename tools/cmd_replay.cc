@@ -290,15 +290,30 @@ void PrintText(const std::string& path, const ReplayFlags& f, const ReplayPlan& 
     if (device) std::printf(" %14s", Bytes(rank.allocator_peak_bytes).c_str());
     std::printf("\n");
   }
-  if (f.traits.send_completion == SendCompletion::kRendezvous) {
-    bool above = false;
+  if (PlanSendCompletion(f.traits) == SendCompletionModel::kReceive) {
+    // "peak planned" is the bound: a sent buffer held until the first
+    // action after its peer's receive (plan --send-completion receive).
+    bool above = false, differs = false;
     for (const RankReplay& rank : r.ranks) {
       above = above || rank.measured_peak_bytes > rank.planned_peak_bytes;
+      differs = differs || rank.planned_post_peak_bytes != rank.planned_peak_bytes;
     }
-    std::printf("note: the plan frees a sent buffer when the send is posted; over %s a send "
-                "completes once its receive is posted, so a measured peak may exceed the plan "
-                "by the sends still waiting%s\n",
-                f.backend.c_str(), above ? " (it does above)" : "");
+    std::printf("note: over %s a send completes once its receive is posted, so the plan holds a "
+                "sent buffer until the first action that follows the peer's receive: \"peak "
+                "planned\" is that bound (plan --send-completion receive), which the measured peak "
+                "may not exceed%s\n",
+                f.backend.c_str(), above ? " -- IT EXCEEDS THE BOUND ABOVE" : "");
+    if (differs) {
+      std::printf("%6s %14s %14s %14s\n", "rank", "planned post", "planned bound", "measured");
+      for (const RankReplay& rank : r.ranks) {
+        std::printf("%6d %14s %14s %14s\n", rank.world_rank,
+                    Bytes(rank.planned_post_peak_bytes).c_str(),
+                    Bytes(rank.planned_peak_bytes).c_str(),
+                    Bytes(rank.measured_peak_bytes).c_str());
+      }
+    } else {
+      std::printf("planned post = planned bound on every rank\n");
+    }
   }
   if (f.backend == "inproc") {  // Open MPI buffers eager sends itself: unmeasured
     std::printf("transport in flight: peak %s (sends staged until their receive was posted)\n",
@@ -340,6 +355,7 @@ void PrintJson(const ReplayFlags& f, const ReplayPlan& plan, const ReplayResult&
                      {"replica", k.replica},
                      {"measured_peak_bytes", k.measured_peak_bytes},
                      {"planned_peak_bytes", k.planned_peak_bytes},
+                     {"planned_post_peak_bytes", k.planned_post_peak_bytes},
                      {"arena_bytes", k.arena_bytes},
                      {"allocator_peak_bytes", k.allocator_peak_bytes},
                      {"exposed_reduce_us", k.exposed_reduce_us}});
@@ -536,7 +552,8 @@ int RunReplay(const Command& command, const Invocation& invocation) {
       factory = std::move(transformer->factory);
     }
   }
-  absl::StatusOr<ReplayPlan> plan = PlanReplay(*std::move(lowered), base, f.policy);
+  absl::StatusOr<ReplayPlan> plan =
+      PlanReplay(*std::move(lowered), base, f.policy, PlanSendCompletion(f.traits));
   if (!plan.ok()) return Fail(command, in_file(plan.status()));
   const bool device_transformer = transformer.has_value() && f.backend == "cuda";
   if (factory == nullptr && !device_transformer) {

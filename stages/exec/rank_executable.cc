@@ -129,12 +129,17 @@ void AttachMemoryEvents(const RankBuffers& buffers, RankExecutable& exe) {
   // List k of action i (0 allocate, 1 release, 2 release on completion) is
   // slot 3 i + k; first its size, then its start.
   auto list_of = [](const Buffer& b) { return b.free_timing == FreeTiming::kAfterSend ? 2 : 1; };
+  // A sent buffer is released when its SEND's transfer completes, whatever
+  // bound the plan counted it live to (memory/send_completion.h).
+  auto release_at = [](const Buffer& b) {
+    return b.free_timing == FreeTiming::kAfterSend ? b.send_index : b.free_index;
+  };
   m.offsets.assign(3 * n + 1, 0);
   for (const Buffer& b : buffers.buffers) {
     exe.buffer_bytes.push_back(b.bytes);
     exe.buffer_category.push_back(b.category());
     if (b.alloc_timing != AllocTiming::kStepStart) ++m.offsets[3 * b.alloc_index + 1];
-    if (b.free_timing != FreeTiming::kStepEnd) ++m.offsets[3 * b.free_index + list_of(b) + 1];
+    if (b.free_timing != FreeTiming::kStepEnd) ++m.offsets[3 * release_at(b) + list_of(b) + 1];
   }
   for (size_t k = 1; k <= 3 * n; ++k) m.offsets[k] += m.offsets[k - 1];
   m.ids.resize(m.offsets[3 * n]);
@@ -149,7 +154,7 @@ void AttachMemoryEvents(const RankBuffers& buffers, RankExecutable& exe) {
     if (b.free_timing == FreeTiming::kStepEnd) {
       m.at_end.push_back(id);
     } else {
-      m.ids[next[3 * b.free_index + list_of(b)]++] = id;
+      m.ids[next[3 * release_at(b) + list_of(b)]++] = id;
     }
   }
 }
