@@ -16,6 +16,7 @@
 #include "base/status_macros.h"
 #include "planning/partition.h"
 #include "scheduler/passes/lower.h"
+#include "scheduler/passes/place_recvs_ahead.h"
 #include "planning/zero_bubble_heuristic.h"
 #include "scheduler/generators/generate.h"
 
@@ -23,6 +24,10 @@ namespace jitpipe {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// Every placement a built-in is judged under (the last two only when
+// transfers take time), in this order.
+constexpr RecvPlacement kReceivePlacements[] = {RecvPlacement::kJit, RecvPlacement::kEarly,
+                                                RecvPlacement::kOffset};
 
 // One placement with the per-stage cost model cut for it.
 struct Context {
@@ -94,7 +99,7 @@ class Search {
     }
     RETURN_IF_ERROR(Heuristic());
     for (const Context& c : contexts_) RETURN_IF_ERROR(ListGrid(c));
-    RETURN_IF_ERROR(EarlyReceives());
+    RETURN_IF_ERROR(OtherReceives());
     if (!best_.has_value()) {
       return absl::NotFoundError(absl::StrCat(
           "no schedule fits the memory limit: the lightest candidate needs ",
@@ -251,8 +256,8 @@ class Search {
         const std::string name = absl::StrCat("built-in ", g.name, " (v ", v, ")");
         std::optional<Evaluation> e;
         double any_us = kInf;  // fitting or not
-        for (RecvPlacement recv : {RecvPlacement::kJit, RecvPlacement::kEarly}) {
-          if (recv == RecvPlacement::kEarly && !TransfersCost(*c)) break;
+        for (RecvPlacement recv : kReceivePlacements) {
+          if (recv != RecvPlacement::kJit && !TransfersCost(*c)) break;
           ASSIGN_OR_RETURN(std::optional<Evaluation> judged,
                            Judge(*s, *c, recv, name, /*simulate_if_over=*/true));
           if (judged.has_value()) any_us = std::min(any_us, judged->makespan_us);
@@ -365,15 +370,16 @@ class Search {
   }
 
   // Judges with receives just in time and, when transfers take time (where
-  // to post a receive then decides whether its latency is hidden), early.
-  // Returns the just-in-time evaluation.
-  absl::StatusOr<std::optional<Evaluation>> JudgeBothReceives(Schedule s, const Context& c,
-                                                              const std::string& description,
-                                                              bool simulate_if_over) {
+  // to post a receive then decides whether its latency is hidden), early
+  // and k computes ahead per receive. Returns the just-in-time evaluation.
+  absl::StatusOr<std::optional<Evaluation>> JudgeEveryReceivePlacement(
+      Schedule s, const Context& c, const std::string& description, bool simulate_if_over) {
     if (TransfersCost(c)) {
-      ASSIGN_OR_RETURN(std::optional<Evaluation> early,
-                       Judge(s, c, RecvPlacement::kEarly, description, simulate_if_over));
-      (void)early;
+      for (RecvPlacement recv : {RecvPlacement::kEarly, RecvPlacement::kOffset}) {
+        ASSIGN_OR_RETURN(std::optional<Evaluation> e,
+                         Judge(s, c, recv, description, simulate_if_over));
+        (void)e;
+      }
     }
     return Judge(std::move(s), c, RecvPlacement::kJit, description, simulate_if_over);
   }
@@ -398,7 +404,7 @@ class Search {
       const std::string description =
           absl::StrCat("list schedule, ", PlacementWords(c), ", ", ListDescription(p),
                        capped ? "" : ", no memory cap");
-      ASSIGN_OR_RETURN(last, JudgeBothReceives(*std::move(s), c, description, !capped));
+      ASSIGN_OR_RETURN(last, JudgeEveryReceivePlacement(*std::move(s), c, description, !capped));
       if (!last.has_value() || last->fits || !capped) return last;
       for (int r = 0; r < options_.pp; ++r) {
         if (last->memory.ranks[r].fits()) continue;
@@ -412,18 +418,20 @@ class Search {
     return last;
   }
 
-  // The three fastest that fit, lowered with receives posted early.
-  absl::Status EarlyReceives() {
+  // The three fastest that fit, lowered with receives posted early and k
+  // computes ahead per receive.
+  absl::Status OtherReceives() {
     std::stable_sort(fitting_.begin(), fitting_.end(), [](const Candidate& a, const Candidate& b) {
       return a.evaluation.makespan_us < b.evaluation.makespan_us;
     });
     std::vector<Candidate> top(fitting_.begin(),
                                fitting_.begin() + std::min<size_t>(3, fitting_.size()));
     for (Candidate& c : top) {
-      ASSIGN_OR_RETURN(std::optional<Evaluation> e,
-                       Judge(c.schedule, *c.context, RecvPlacement::kEarly, c.description,
-                             false));
-      (void)e;
+      for (RecvPlacement recv : {RecvPlacement::kEarly, RecvPlacement::kOffset}) {
+        ASSIGN_OR_RETURN(std::optional<Evaluation> e,
+                         Judge(c.schedule, *c.context, recv, c.description, false));
+        (void)e;
+      }
     }
     return absl::OkStatus();
   }
@@ -448,8 +456,11 @@ class Search {
                        : std::string(PartitionMethodName(options_.partition.method));
     }
     // What was judged, as EvaluateSchedule lowered it.
-    ASSIGN_OR_RETURN(out.schedule, Lower(out.compute_only, {.recv = out.evaluation.recv,
-                                                           .reduce_grad = true}));
+    ASSIGN_OR_RETURN(out.schedule,
+                     Lower(out.compute_only,
+                           EvaluationLowering(c.model, training_, out.evaluation.recv)));
+    ASSIGN_OR_RETURN(const RecvOffsets leads, RecvLeads(out.schedule));
+    out.recv_leads = leads.Histogram();
     out.schedule.layout = out.layout;
     out.schedule.model_fingerprint = file_.fingerprint;
     // Two chains (DualPipe) fit no one-chain bound: the busiest rank's busy

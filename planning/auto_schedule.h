@@ -22,7 +22,12 @@
 //      under each rank's activation cap (its limit minus parameters,
 //      gradients and optimizer state), lowered by one microbatch's
 //      activations while the exact plan misses (at most 3 times);
-//   4. the best three that fit, lowered again with receives posted early.
+//   4. the best three that fit, lowered again with receives posted early
+//      and with each receive k computes ahead (recv_offsets.h).
+// Built-ins and list candidates are judged under all three receive
+// placements when transfers take time (just in time, early, k ahead per
+// receive with the smallest k that hides its transfer within the rank's
+// memory), under just in time otherwise; the fastest that fits wins.
 // A schedule already judged (the same programs) is not judged again. The
 // result is the fastest that fits, ties to the earlier; never slower than
 // the best built-in that fits, nor than the zero-bubble heuristic, both
@@ -74,6 +79,9 @@ struct AutoScheduleResult {
   Schedule schedule;
   Schedule compute_only;       // the same order before lowering
   Evaluation evaluation = {};  // its memory, makespan and receive placement
+  // How many of its receives stand how many computes ahead of their
+  // consumers, e.g. "k=0: 40, k=1: 6" (RecvOffsets::Histogram of RecvLeads).
+  std::string recv_leads;
   std::string description;    // what it is: "list schedule, V placement, ..." or "built-in zbv"
   std::string layout;         // version 2: the cut, one chain
   std::string cut_method;     // version 2: "balanced", "even" or "layout"

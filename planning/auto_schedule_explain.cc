@@ -19,6 +19,19 @@ std::string Percent(double value, double reference) {
   return absl::StrFormat("%+.1f%%", 100 * (value / reference - 1));
 }
 
+absl::string_view ReceiveWords(RecvPlacement recv) {
+  switch (recv) {
+    case RecvPlacement::kEarly:
+      return "posted early (--recv early)";
+    case RecvPlacement::kOffset:
+      return "posted k computes ahead, k per receive (--recv offset)";
+    case RecvPlacement::kJit:
+    case RecvPlacement::kJitRendezvous:
+      break;
+  }
+  return "just in time (--recv jit)";
+}
+
 }  // namespace
 
 double PipelineLowerBound(const StageTimes& t, const std::vector<int>& stage_to_rank, int pp,
@@ -56,9 +69,8 @@ double PipelineLowerBound(const StageTimes& t, const std::vector<int>& stage_to_
 std::string AutoScheduleResult::Explain() const {
   const double t = evaluation.makespan_us;
   std::string out = absl::StrCat(
-      "chose: ", description, "; receives ",
-      evaluation.recv == RecvPlacement::kEarly ? "posted early" : "just in time",
-      " (the program written is lowered so)",
+      "chose: ", description, "; receives ", ReceiveWords(evaluation.recv),
+      " (the program written is lowered so; computes ahead of the consumer: ", recv_leads, ")",
       layout.empty() ? "" : absl::StrCat("; layers \"", layout, "\" (", cut_method, " cut)"),
       "\n");
   absl::StrAppendFormat(

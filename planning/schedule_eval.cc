@@ -5,16 +5,25 @@
 
 #include "base/status_macros.h"
 #include "memory/buffer_lifetimes.h"
+#include "planning/recv_offsets.h"
 #include "stages/predict/predict.h"
 
 namespace jitpipe {
+
+LowerOptions EvaluationLowering(const Model& model, const TrainingMemory& training,
+                                RecvPlacement recv) {
+  LowerOptions options{.recv = recv, .reduce_grad = true};
+  if (recv == RecvPlacement::kOffset) options.recv_offsets = RecvOffsetChooser(model, training);
+  return options;
+}
 
 absl::StatusOr<Evaluation> EvaluateSchedule(const Schedule& compute_only, const Model& model,
                                             const TrainingMemory& training, RecvPlacement recv,
                                             bool simulate_if_over) {
   Evaluation out;
   out.recv = recv;
-  ASSIGN_OR_RETURN(Schedule lowered, Lower(compute_only, {.recv = recv, .reduce_grad = true}));
+  ASSIGN_OR_RETURN(Schedule lowered,
+                   Lower(compute_only, EvaluationLowering(model, training, recv)));
   std::vector<RankBuffers> buffers;
   buffers.reserve(lowered.pp);
   for (int r = 0; r < lowered.pp; ++r) {

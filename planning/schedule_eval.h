@@ -27,6 +27,11 @@ struct Evaluation {
   SimulationResult simulation = {};
 };
 
+// How EvaluateSchedule lowers for `recv`: REDUCE_GRAD on; for kOffset the
+// offsets chosen under `training`'s limits (recv_offsets.h). Keeps copies.
+LowerOptions EvaluationLowering(const Model& model, const TrainingMemory& training,
+                                RecvPlacement recv);
+
 // `training.device` gives the limits. Errors: those of Lower,
 // ComputeBufferLifetimes and Simulate.
 absl::StatusOr<Evaluation> EvaluateSchedule(const Schedule& compute_only, const Model& model,

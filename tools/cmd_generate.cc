@@ -123,12 +123,21 @@ int RunAuto(const Command& command, const Invocation& invocation, const std::str
               csv ? ": the compute order (a CSV holds neither lowering nor cut)" : "",
               explanation.c_str());
   if (csv) {
-    std::printf("to run what was judged: jitpipe lower %s --reduce-grad --recv %s -o FILE.json; "
-                "plan and simulate it with --model %s%s\n",
-                out.c_str(), result->evaluation.recv == RecvPlacement::kEarly ? "early" : "jit",
-                model_path.c_str(),
-                result->layout.empty() ? ""
-                                       : absl::StrCat(" --layout \"", result->layout, "\"").c_str());
+    const std::string layout =
+        result->layout.empty() ? "" : absl::StrCat(" --layout \"", result->layout, "\"");
+    // The offsets are chosen again by lower, under the same model and limit.
+    const std::string limit = absl::GetFlag(FLAGS_memory_limit);
+    const std::string reserve = absl::GetFlag(FLAGS_reserve);
+    const std::string chooser =
+        result->evaluation.recv != RecvPlacement::kOffset
+            ? ""
+            : absl::StrCat(" --model ", model_path, layout,
+                           limit.empty() ? "" : absl::StrCat(" --memory-limit ", limit),
+                           reserve == "standard" ? "" : absl::StrCat(" --reserve ", reserve));
+    std::printf("to run what was judged: jitpipe lower %s --reduce-grad --recv %s%s -o "
+                "FILE.json; plan and simulate it with --model %s%s\n",
+                out.c_str(), std::string(RecvPlacementName(result->evaluation.recv)).c_str(),
+                chooser.c_str(), model_path.c_str(), layout.c_str());
   }
   return kExitOk;
 }

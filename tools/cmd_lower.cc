@@ -17,6 +17,7 @@
 #include "scheduler/ir/format_grid.h"
 #include "scheduler/ir/schedule_io.h"
 #include "scheduler/passes/lower.h"
+#include "planning/recv_offsets.h"
 #include "stages/predict/predict.h"
 #include "tools/commands.h"
 #include "tools/common_flags.h"
@@ -25,8 +26,10 @@
 ABSL_FLAG(std::string, recv, "jit",
           "where receives go: jit (right before the consumer: deadlock-free with tag-matched "
           "transports, peak memory at the lower bound), jit-rendezvous (as late as ordered "
-          "rendezvous transports allow, e.g. one NCCL stream) or early (PyTorch's "
-          "_add_send_recv)");
+          "rendezvous transports allow, e.g. one NCCL stream), early (PyTorch's "
+          "_add_send_recv) or offset (each receive k computes ahead of its consumer, the "
+          "smallest k whose compute time hides its transfer under --model while every rank's "
+          "memory stays within the model's device limit or --memory-limit)");
 ABSL_FLAG(std::string, backward, "keep",
           "backward form: keep, split (B -> I, W) or merge (I W -> B, PyTorch's _merge_bw)");
 ABSL_FLAG(bool, fsdp, false, "add UNSHARD/RESHARD (PyTorch's 3-stage lookahead)");
@@ -57,8 +60,8 @@ absl::StatusOr<LowerOptions> OptionsFromFlags() {
   const std::string recv = absl::GetFlag(FLAGS_recv);
   absl::StatusOr<RecvPlacement> placement = ParseRecvPlacement(recv);
   if (!placement.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--recv must be jit, jit-rendezvous or early, not \"", recv, "\""));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--recv must be jit, jit-rendezvous, early or offset, not \"", recv, "\""));
   }
   options.recv = *placement;
   const std::string backward = absl::GetFlag(FLAGS_backward);
@@ -114,6 +117,12 @@ absl::StatusOr<LowerOptions> OptionsFromFlags() {
       return absl::InvalidArgumentError(
           "--comms chooses the just-in-time placement for FIFO communicators; --recv early "
           "is PyTorch's placement as it is (safe for them already)");
+    }
+    if (options.recv == RecvPlacement::kOffset) {
+      return absl::InvalidArgumentError(
+          "--recv offset is deadlock-free with tag-matched transports only, not over the FIFO "
+          "communicators --comms names; use --recv jit (lowered as jit-rendezvous there) or "
+          "early");
     }
     options.comms = *layout;
   }
@@ -196,12 +205,28 @@ int RunLower(const Command& command, const Invocation& invocation) {
   if (const int* exit_code = std::get_if<int>(&input)) return *exit_code;
   const Schedule* schedule = &std::get<LowerInput>(input).schedule;
   const std::string& path = std::get<LowerInput>(input).label;
-  if (const std::string model_path = absl::GetFlag(FLAGS_model); !model_path.empty()) {
+  const std::string model_path = absl::GetFlag(FLAGS_model);
+  if (options->recv == RecvPlacement::kOffset && model_path.empty()) {
+    return UsageError(command, "--recv offset needs --model: the cost model chooses each "
+                               "receive's offset");
+  }
+  if (options->recv != RecvPlacement::kOffset &&
+      (invocation.IsSet("memory_limit") || invocation.IsSet("reserve"))) {
+    return UsageError(command, "--memory-limit and --reserve go with --recv offset");
+  }
+  if (!model_path.empty()) {
     absl::StatusOr<PartitionChoice> partition = PartitionFromFlags();
     if (!partition.ok()) return UsageError(command, partition.status().message());
     absl::StatusOr<StagedModel> model = LoadModelForSchedule(model_path, *schedule, *partition);
     if (!model.ok()) return Fail(command, model.status());
     options->overlap_peak = PlannedPeak(model->model);  // --overlap's memory limit
+    if (options->recv == RecvPlacement::kOffset) {
+      TrainingMemory training = model->training;
+      if (absl::Status device = ApplyDeviceFlags(training.device); !device.ok()) {
+        return UsageError(command, device.message());
+      }
+      options->recv_offsets = RecvOffsetChooser(model->model, training);
+    }
   }
   // Moved in: the input is released once the first pass has read it.
   auto lowered = LowerWithDump(std::move(std::get<LowerInput>(input).schedule), *options);
@@ -229,7 +254,8 @@ Command LowerCommand() {
   return Command{
       .name = "lower",
       .synopsis = "lower FILE|--schedule NAME --pp P --microbatches M [--stages-per-rank V] "
-                  "[--recv jit|jit-rendezvous|early] [--backward keep|split|merge] "
+                  "[--recv jit|jit-rendezvous|early|offset [--memory-limit B] [--reserve R]] "
+                  "[--backward keep|split|merge] "
                   "[--fsdp [--max-active-stages N] [--unshard-lookahead N|auto|full]] "
                   "[--reduce-grad [--defer-reduce-wait]] [--overlap [--model MODEL]] "
                   "[--wait-send] [--send-budget K] [--comms per-edge|per-group] "
@@ -244,7 +270,12 @@ Command LowerCommand() {
                  "each pair of ranks' receives in send order and posts some early so that "
                  "ordered rendezvous transports (one NCCL stream, MPI_Ssend) cannot deadlock "
                  "either, at a memory cost `jitpipe plan` shows; --recv early reproduces "
-                 "PyTorch's _add_send_recv exactly. --overlap (with --reduce-grad) reorders Ws "
+                 "PyTorch's _add_send_recv exactly; --recv offset (needs --model) posts each "
+                 "receive k compute actions ahead of its consumer, k per receive: the smallest "
+                 "whose compute time (under the model) covers the transfer's latency + bytes / "
+                 "bandwidth, as long as the rank's planned memory stays within the model's "
+                 "device limit (or --memory-limit, less --reserve); k = 0 is jit, and no "
+                 "receive goes earlier than early puts it. --overlap (with --reduce-grad) reorders Ws "
                  "so that gradient reductions hide under the compute that follows, never "
                  "raising a rank's "
                  "activation-unit peak (with --model: its jit-planned peak). PyTorch main's "
@@ -258,7 +289,7 @@ Command LowerCommand() {
                  "strict semantics is safe there; --recv jit alone is not: validate --comms "
                  "shows the cycle), and the result is checked. Writes JSON to stdout, or -o "
                  "FILE (.json or .csv).",
-      .flags = {"recv", "backward", "fsdp", "max_active_stages", "unshard_lookahead",
+      .flags = {"recv", "memory_limit", "reserve", "backward", "fsdp", "max_active_stages", "unshard_lookahead",
                 "reduce_grad", "defer_reduce_wait", "overlap", "wait_send", "send_budget",
                 "comms", "model", "dump_after", "output", "legacy_names", "schedule", "pp",
                 "microbatches", "stages_per_rank"},

@@ -49,6 +49,11 @@ RecvPlacement EffectivePlacement(const LowerOptions& options) {
   return options.recv;
 }
 
+// The placements that are deadlock-free under relaxed semantics only.
+bool RelaxedOnly(RecvPlacement recv) {
+  return recv == RecvPlacement::kJit || recv == RecvPlacement::kOffset;
+}
+
 PassPipeline LoweringPipeline(const LowerOptions& options) {
   const RecvPlacement recv = EffectivePlacement(options);
   PassPipeline pipeline("lower");
@@ -69,6 +74,12 @@ PassPipeline LoweringPipeline(const LowerOptions& options) {
     pipeline.AddInPlacePass(std::string(kPlaceRecvsJustInTimePass), PlaceRecvsJustInTime);
   } else if (recv == RecvPlacement::kJitRendezvous) {
     pipeline.AddPass(std::string(kPlaceRecvsJitRendezvousPass), PlaceRecvsJitRendezvous);
+  } else if (recv == RecvPlacement::kOffset) {
+    pipeline.AddPass(std::string(kPlaceRecvsAheadPass),
+                     [choose = options.recv_offsets](const Schedule& s) -> absl::StatusOr<Schedule> {
+                       ASSIGN_OR_RETURN(const RecvOffsets offsets, choose(s));
+                       return PlaceRecvsAhead(s, offsets);
+                     });
   }
   if (options.overlap) {
     pipeline.AddPass(std::string(kOverlapReducePass),
@@ -83,14 +94,14 @@ PassPipeline LoweringPipeline(const LowerOptions& options) {
   if (options.wait_send) pipeline.AddPass(std::string(kAddWaitSendPass), AddWaitSend);
   if (options.send_budget > 0) {
     // The walk runs the semantics the placement is safe for.
-    const SendBudgetOptions budget{options.send_budget, recv == RecvPlacement::kJit
+    const SendBudgetOptions budget{options.send_budget, RelaxedOnly(recv)
                                                             ? WaitModel::kRelaxed
                                                             : WaitModel::kStrict};
     pipeline.AddPass(std::string(kAddWaitSendBudgetPass),
                      [budget](const Schedule& s) { return AddWaitSendBudget(s, budget); });
   }
-  // The pure placement is safe under relaxed semantics only (lower.h).
-  pipeline.SetInvariantChecker([strict_too = recv != RecvPlacement::kJit,
+  // The pure placements are safe under relaxed semantics only (lower.h).
+  pipeline.SetInvariantChecker([strict_too = !RelaxedOnly(recv),
                                 comms = options.comms](const Schedule& s) {
     return CheckLoweringInvariant(s, strict_too, comms);
   });
@@ -107,17 +118,19 @@ absl::string_view RecvPlacementName(RecvPlacement recv) {
       return "jit";
     case RecvPlacement::kJitRendezvous:
       return "jit-rendezvous";
+    case RecvPlacement::kOffset:
+      return "offset";
   }
   return "?";
 }
 
 absl::StatusOr<RecvPlacement> ParseRecvPlacement(absl::string_view name) {
-  for (RecvPlacement recv :
-       {RecvPlacement::kEarly, RecvPlacement::kJit, RecvPlacement::kJitRendezvous}) {
+  for (RecvPlacement recv : {RecvPlacement::kEarly, RecvPlacement::kJit,
+                             RecvPlacement::kJitRendezvous, RecvPlacement::kOffset}) {
     if (name == RecvPlacementName(recv)) return recv;
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown receive placement \"", name, "\"; expected early, jit or jit-rendezvous"));
+      "unknown receive placement \"", name, "\"; expected early, jit, jit-rendezvous or offset"));
 }
 
 std::vector<std::string> LoweringPassNames(const LowerOptions& options) {
@@ -150,6 +163,15 @@ absl::StatusOr<LowerResult> LowerOn(const Schedule& schedule, Schedule* owned,
   if (options.fsdp) {
     RETURN_IF_ERROR(CheckUnshardReshardOptions(
         {options.max_active_stages, options.unshard_lookahead}, schedule.pp));
+  }
+  if (options.recv == RecvPlacement::kOffset && options.recv_offsets == nullptr) {
+    return absl::InvalidArgumentError(
+        "recv offset needs recv_offsets: what chooses each receive's offset (a cost model)");
+  }
+  if (options.recv == RecvPlacement::kOffset && options.comms.has_value()) {
+    return absl::InvalidArgumentError(
+        "recv offset is safe under relaxed semantics only, not over FIFO communicators; use "
+        "jit (which lowers as jit-rendezvous there) or early");
   }
   if (options.send_budget < 0) {
     return absl::InvalidArgumentError(

@@ -8,6 +8,7 @@
 //   lower_send_recv_early               always (PyTorch's _add_send_recv)
 //   [place_recvs_just_in_time]          recv == kJit (the default)
 //   [place_recvs_jit_rendezvous]        recv == kJitRendezvous
+//   [place_recvs_ahead]                 recv == kOffset (k per receive from recv_offsets)
 //   [overlap_reduce]                    overlap (needs reduce_grad)
 //   [defer_reduce_wait]                 defer_reduce_wait (needs reduce_grad)
 //   [add_wait_send]                     wait_send (PyTorch main's placement)
@@ -24,6 +25,8 @@
 //   kJit             relaxed                    = the liveness lower bound
 //   kJitRendezvous   relaxed and strict         >= the lower bound (RECVs
 //                                               posted early where needed)
+//   kOffset          relaxed                    between kJit's and kEarly's
+//                                               (each RECV k computes ahead)
 //
 // Over NCCL-like communicators whose operations complete in FIFO order
 // (comm_fifo.h), kJit is not safe: on one communicator for the group most
@@ -46,6 +49,7 @@
 #ifndef JITPIPE_SCHEDULER_PASSES_LOWER_H_
 #define JITPIPE_SCHEDULER_PASSES_LOWER_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,6 +61,7 @@
 #include "scheduler/passes/add_unshard_reshard.h"
 #include "scheduler/passes/overlap_reduce.h"
 #include "scheduler/passes/pass_pipeline.h"
+#include "scheduler/passes/place_recvs_ahead.h"
 
 namespace jitpipe {
 
@@ -64,12 +69,18 @@ enum class RecvPlacement {
   kEarly,          // where PyTorch's _add_send_recv puts them: when the sender sends
   kJit,            // right before the consumer (place_recvs_just_in_time.h)
   kJitRendezvous,  // as late as ordered rendezvous allows (place_recvs_jit_rendezvous.h)
+  kOffset,         // k computes before the consumer, k per receive (place_recvs_ahead.h)
 };
 
-// "early", "jit", "jit-rendezvous": the names `jitpipe lower --recv` takes.
+// Chooses each receive's offset for kOffset from LowerSendRecvEarly's
+// output (planning/recv_offsets.h: the cost model's smallest k that hides
+// the transfer within a memory cap).
+using RecvOffsetFunction = std::function<absl::StatusOr<RecvOffsets>(const Schedule& early)>;
+
+// "early", "jit", "jit-rendezvous", "offset": the names `jitpipe lower --recv` takes.
 absl::string_view RecvPlacementName(RecvPlacement recv);
 // The inverse of RecvPlacementName. Errors: InvalidArgument
-//   unknown receive placement "late"; expected early, jit or jit-rendezvous
+//   unknown receive placement "late"; expected early, jit, jit-rendezvous or offset
 absl::StatusOr<RecvPlacement> ParseRecvPlacement(absl::string_view name);
 
 enum class BackwardForm {
@@ -80,6 +91,7 @@ enum class BackwardForm {
 
 struct LowerOptions {
   RecvPlacement recv = RecvPlacement::kJit;
+  RecvOffsetFunction recv_offsets = nullptr;  // kOffset only, and required there
   BackwardForm backward = BackwardForm::kKeep;
   bool fsdp = false;         // UNSHARD/RESHARD (add_unshard_reshard.h)
   // fsdp's residency window and issue distance (defaults: PyTorch's 3,
@@ -116,7 +128,8 @@ struct LowerOptions {
 // rank, index and action), if a pass refuses it ("pass <name>: ...", e.g. a
 // cyclic wait in lower_send_recv_early, or a send budget that cannot be
 // kept), if dump_after names no pass that runs with these options, if
-// overlap or defer_reduce_wait is set without reduce_grad,
+// overlap or defer_reduce_wait is set without reduce_grad, recv is kOffset
+// without recv_offsets or with comms (it is a relaxed-semantics placement),
 // max_active_stages or unshard_lookahead differ from their defaults
 // without fsdp or do not fit (CheckUnshardReshardOptions), or send_budget
 // is negative.

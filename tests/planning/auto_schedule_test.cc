@@ -11,7 +11,11 @@
 #include "planning/partition.h"
 #include "planning/zero_bubble_heuristic.h"
 #include "planning/transformer.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "scheduler/passes/lower.h"
+#include "scheduler/passes/place_recvs_ahead.h"
 #include "scheduler/analysis/validate_structure.h"
 #include "tests/testing/status_matchers.h"
 
@@ -198,9 +202,18 @@ TEST(AutoScheduleTest, TheResultIsTheLoweredProgramJudged) {
                        AutoSchedule(file, {.pp = 4, .microbatches = 8, .memory_limit = 6 * kUnit}));
   EXPECT_FALSE(r.compute_only.lowered);
   EXPECT_TRUE(r.schedule.lowered);
-  ASSERT_OK_AND_ASSIGN(Schedule lowered, Lower(r.compute_only, {.recv = r.evaluation.recv,
-                                                                .reduce_grad = true}));
-  EXPECT_EQ(lowered.ranks, r.schedule.ranks);
+  ASSERT_OK_AND_ASSIGN(Schedule lowered,
+                       Lower(r.compute_only,
+                             EvaluationLowering(Staged(file, 4), Limit(6 * kUnit),
+                                                r.evaluation.recv)));
+  if (r.evaluation.recv != RecvPlacement::kOffset) {
+    EXPECT_EQ(lowered.ranks, r.schedule.ranks);
+  } else {
+    // The offsets depend on the cut's costs: the same actions per rank.
+    for (int rank = 0; rank < 4; ++rank) {
+      EXPECT_EQ(lowered.ranks[rank].size(), r.schedule.ranks[rank].size());
+    }
+  }
   EXPECT_EQ(r.schedule.layout, r.layout);
   EXPECT_FALSE(r.layout.empty());
   EXPECT_EQ(r.cut_method, "balanced");
@@ -211,6 +224,37 @@ TEST(AutoScheduleTest, TheResultIsTheLoweredProgramJudged) {
   ASSERT_OK_AND_ASSIGN(AutoScheduleResult l, AutoSchedule(file, laid));
   EXPECT_EQ(l.layout, "t*3|t*2|t*2|t");
   EXPECT_EQ(l.cut_method, "layout");
+}
+
+// With latency, every candidate is judged under jit, early and per-receive
+// offsets; the explanation names the placement chosen and how many of its
+// receives stand how many computes ahead, which adds up to its RECVs.
+TEST(AutoScheduleTest, ExplainsTheReceivePlacementAndItsOffsets) {
+  for (double cap : {4.0, 5.0, 8.0}) {
+    ASSERT_OK_AND_ASSIGN(AutoScheduleResult r,
+                         AutoSchedule(UnitModel(4, 0.1), {.pp = 4, .microbatches = 8,
+                                                          .memory_limit = cap * kUnit}));
+    EXPECT_TRUE(r.schedule.lowered);
+    const std::string why = r.Explain();
+    EXPECT_THAT(why, HasSubstr(absl::StrCat("--recv ", RecvPlacementName(r.evaluation.recv))));
+    EXPECT_THAT(why, HasSubstr(absl::StrCat("computes ahead of the consumer: ", r.recv_leads)));
+    int recvs = 0;
+    for (const RankProgram& program : r.schedule.ranks) {
+      for (const Action& a : program) recvs += IsRecv(a.kind) ? 1 : 0;
+    }
+    int counted = 0;
+    for (absl::string_view part : absl::StrSplit(r.recv_leads, ", ")) {
+      int n = 0;
+      ASSERT_TRUE(absl::SimpleAtoi(part.substr(part.find(": ") + 2), &n)) << r.recv_leads;
+      counted += n;
+    }
+    EXPECT_EQ(counted, recvs) << r.recv_leads;
+    ASSERT_OK_AND_ASSIGN(RecvOffsets leads, RecvLeads(r.schedule));
+    EXPECT_EQ(leads.Histogram(), r.recv_leads);
+    if (r.evaluation.recv == RecvPlacement::kJit) {
+      EXPECT_EQ(r.recv_leads, absl::StrCat("k=0: ", recvs));
+    }
+  }
 }
 
 // A shape `jitpipe model` writes (an embedding, decoder layers, a loss head

@@ -143,7 +143,18 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         UsageCase{"BadRecv",
                   {"--recv", "late"},
-                  "--recv must be jit, jit-rendezvous or early, not \"late\""},
+                  "--recv must be jit, jit-rendezvous, early or offset, not \"late\""},
+        UsageCase{"OffsetWithoutModel",
+                  {"--recv", "offset"},
+                  "--recv offset needs --model: the cost model chooses each receive's offset"},
+        UsageCase{"MemoryLimitWithoutOffset",
+                  {"--memory-limit", "1GiB"},
+                  "--memory-limit and --reserve go with --recv offset"},
+        UsageCase{"OffsetOverFifoCommunicators",
+                  {"--recv", "offset", "--comms", "per-edge"},
+                  "--recv offset is deadlock-free with tag-matched transports only, not over "
+                  "the FIFO communicators --comms names; use --recv jit (lowered as "
+                  "jit-rendezvous there) or early"},
         UsageCase{"BadBackward",
                   {"--backward=fuse"},
                   "--backward must be keep, split or merge, not \"fuse\""},

@@ -274,8 +274,8 @@ TEST(LowerTest, PassNamesFollowTheOptions) {
 }
 
 TEST(LowerTest, RecvPlacementNamesRoundTrip) {
-  for (RecvPlacement recv :
-       {RecvPlacement::kEarly, RecvPlacement::kJit, RecvPlacement::kJitRendezvous}) {
+  for (RecvPlacement recv : {RecvPlacement::kEarly, RecvPlacement::kJit,
+                             RecvPlacement::kJitRendezvous, RecvPlacement::kOffset}) {
     ASSERT_OK_AND_ASSIGN(RecvPlacement parsed, ParseRecvPlacement(RecvPlacementName(recv)));
     EXPECT_EQ(parsed, recv) << RecvPlacementName(recv);
   }
@@ -283,7 +283,44 @@ TEST(LowerTest, RecvPlacementNamesRoundTrip) {
   absl::StatusOr<RecvPlacement> bad = ParseRecvPlacement("late");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Message(bad),
-            "unknown receive placement \"late\"; expected early, jit or jit-rendezvous");
+            "unknown receive placement \"late\"; expected early, jit, jit-rendezvous or offset");
+}
+
+// recv offset runs place_recvs_ahead with what recv_offsets chooses from
+// the early program: 0 everywhere lowers as jit, all as early.
+TEST(LowerTest, OffsetPlacementRunsTheChooser) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, FromRows({"0F0 0F1 0F2 0B0 0B1 0B2", "1F0 1B0 1F1 1B1 1F2 1B2"}));
+  ASSERT_OK_AND_ASSIGN(Schedule jit, Lower(s, Options(RecvPlacement::kJit)));
+  ASSERT_OK_AND_ASSIGN(Schedule early, Lower(s, Options(RecvPlacement::kEarly)));
+  for (int k : {0, kRecvAheadAll}) {
+    LowerOptions options = Options(RecvPlacement::kOffset);
+    int calls = 0;
+    options.recv_offsets = [&](const Schedule& in) -> absl::StatusOr<RecvOffsets> {
+      ++calls;
+      EXPECT_TRUE(in.lowered);
+      return RecvOffsets{.fallback = k};
+    };
+    ASSERT_OK_AND_ASSIGN(Schedule offset, Lower(s, options));
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(Rows(offset), Rows(k == 0 ? jit : early)) << "k " << k;
+  }
+  EXPECT_EQ(LoweringPassNames({.recv = RecvPlacement::kOffset}),
+            (std::vector<std::string>{"lower_send_recv_early", "place_recvs_ahead"}));
+}
+
+TEST(LowerTest, OffsetPlacementNeedsAChooserAndTagMatching) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, FromRows({"0F0 0B0", "1F0 1B0"}));
+  absl::StatusOr<Schedule> no_chooser = Lower(s, {.recv = RecvPlacement::kOffset});
+  EXPECT_EQ(no_chooser.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(Message(no_chooser).find("needs recv_offsets"), std::string::npos);
+  LowerOptions fifo{.recv = RecvPlacement::kOffset,
+                    .recv_offsets = [](const Schedule&) -> absl::StatusOr<RecvOffsets> {
+                      return RecvOffsets{};
+                    }};
+  fifo.comms = CommLayout::kPerEdge;
+  absl::StatusOr<Schedule> over_fifo = Lower(s, fifo);
+  EXPECT_EQ(over_fifo.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(Message(over_fifo).find("relaxed semantics only"), std::string::npos);
 }
 
 // The two just-in-time placements of the same crossing program: rank 1
