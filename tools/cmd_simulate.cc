@@ -159,8 +159,11 @@ int RunSimulate(const Command& command, const Invocation& invocation) {
   const std::string trace_path = absl::GetFlag(FLAGS_trace);
   // The schedule is simulated in place unless --compare simulates it again.
   Schedule simulated = compare ? *schedule : std::move(*schedule);
-  absl::StatusOr<Prediction> p = Predict(std::move(simulated), *model,
-                                         {.overlap = overlap, .record_timeline = !trace_path.empty()});
+  absl::StatusOr<Prediction> p =
+      Predict(std::move(simulated), *model,
+              {.overlap = overlap,
+               .last_backward = partition->predict.last_backward,
+               .record_timeline = !trace_path.empty()});
   if (!p.ok()) return failed(p.status());
   if (!p->reductions_modelled) {
     std::fprintf(stderr,

@@ -91,6 +91,12 @@ int LatestUntried(const StepTime& t, const std::vector<bool>& tried) {
 std::string BackwardMergeDecision::ToString() const {
   const std::string pair =
       absl::StrCat(stage, "I", microbatch, " ", stage, "W", microbatch);
+  if (undone) {
+    return absl::StrFormat("rank %d: %s kept split: merging ends the rank earlier but not the "
+                           "step, which another rank that keeps its split also ends (step "
+                           "%.2f us)",
+                           rank, pair, makespan_split_us);
+  }
   if (merged) {
     return absl::StrFormat("rank %d: %s merged into %dB%d: step %.2f us -> %.2f us", rank, pair,
                            stage, microbatch, makespan_split_us, makespan_merged_us);
@@ -116,6 +122,8 @@ absl::StatusOr<BackwardMergeResult> MergeLastBackwards(
   BackwardMergeResult out;
   std::vector<bool> tried(schedule.pp, false);
   ASSIGN_OR_RETURN(StepTime current, step_time(schedule));
+  const double initial_us = current.makespan_us;
+  std::optional<Schedule> unmerged;  // the input, kept once a merge is
   // One round per rank at most: each round tries the latest untried rank.
   for (int round = 0; round < schedule.pp; ++round) {
     const int r = LatestUntried(current, tried);
@@ -145,10 +153,22 @@ absl::StatusOr<BackwardMergeResult> MergeLastBackwards(
       std::swap(schedule.ranks[r], candidate->program);  // the split, back
       break;  // the step ends on this rank: no other merge shortens it
     }
+    if (!unmerged.has_value()) {
+      unmerged = schedule;
+      std::swap(unmerged->ranks[r], candidate->program);
+    }
     // Ws may now move earlier around the B; the hoisting keeps only what
     // shortens the step further.
     ASSIGN_OR_RETURN(schedule, HoistWeightGradients(std::move(schedule), step_time, peak, limit));
     ASSIGN_OR_RETURN(current, step_time(schedule));
+  }
+  if (unmerged.has_value() && current.makespan_us >= initial_us - kEpsilonUs) {
+    for (BackwardMergeDecision& d : out.decisions) {
+      d.undone = d.merged;
+      d.merged = false;
+    }
+    out.schedule = *std::move(unmerged);
+    return out;
   }
   out.schedule = std::move(schedule);
   return out;

@@ -25,11 +25,14 @@
 //
 // Rounds: the rank that ends the step last is tried; after a kept merge the
 // W hoisting (overlap_hoist.h) runs again and the next latest rank not yet
-// tried is; the search stops at the first rank that keeps its split (the
-// step ends there, so no other merge shortens it) or has no candidate (its
+// tried is (ranks that end together each need their merge). The search stops
+// at the first rank that keeps its split (the step ends there, so no other
+// merge shortens it) or has no candidate (its
 // last compute is not a W, its last I is inside an OVERLAP_F_B or followed
 // by other compute, its stage has no REDUCE_GRAD, or an UNSHARD/RESHARD
-// lies after that I).
+// lies after that I). If the step is then no shorter than before the first
+// merge, every merge is undone: the program changes only where the step
+// gets shorter.
 //
 // Memory: B reads what I and W read, so the stage input, stash and output
 // gradient of (stage, microbatch) are freed at the B's end (the liveness
@@ -61,6 +64,9 @@ struct BackwardMergeDecision {
   double makespan_split_us = 0;   // the step with the split
   double makespan_merged_us = 0;  // with the merge (0 when the peak refused it first)
   bool raises_peak = false;       // the merged program's peak is above the rank's limit
+  // Merged on its own, but undone: the search ended without a shorter step
+  // (another rank ending at the same time kept its split).
+  bool undone = false;
   // e.g. "rank 0: 0I15 0W15 merged into 0B15: step 111770.73 us -> 111592.96 us" or
   // "rank 2: 2I15 2W15 kept split: merging lengthens the step from 110415.19 us to
   // 114415.19 us".
