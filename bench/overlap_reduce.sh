@@ -80,7 +80,7 @@ table "$tmp/double.json"
 merge_cell() {
   "$jp" simulate "$1" --model "$2" --overlap --overlap-merge="$3" --json |
     jq -r --arg d "${4:-}" 'if $d == "" then
-      "\(100 * .exposed_reduce_us / .reduce_us | . * 10 | round / 10)% (\(.exposed_reduce_us | round) us), step \(.makespan_us | round) us"
+      "\(100 * .exposed_reduce_us / .reduce_us | . * 10 | round / 10)% (\(.exposed_reduce_us * 1000 | round / 1000) us), step \(.makespan_us * 1000 | round / 1000) us"
       else ([.overlap_merges[].explanation] | join("; ")) end'
 }
 
