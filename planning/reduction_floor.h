@@ -16,6 +16,10 @@
 // the actions that can end that rank (for stages that reduce), the largest
 // over the ranks that finish at T; 0 without data parallelism. It assumes
 // the stream is free when those buckets come, so it may not be reachable.
+// It bounds `lowered`'s own backward forms: where the overlap pass merged a
+// rank's last I and W into a B (overlap_merge.h), that B is the rank's last
+// other compute action and the floor drops with it; a program kept split is
+// bounded as split.
 //
 // Pure; thread-compatible.
 #ifndef JITPIPE_PLANNING_REDUCTION_FLOOR_H_

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -86,6 +87,22 @@ Json ResultJson(const SimulationResult& r) {
   return out;
 }
 
+// The overlap pass's merge decisions (overlap_merge.h), one per rank tried.
+Json MergesJson(const std::vector<BackwardMergeDecision>& merges) {
+  Json out = Json::array();
+  for (const BackwardMergeDecision& d : merges) {
+    out.push_back({{"rank", d.rank},
+                   {"stage", d.stage},
+                   {"microbatch", d.microbatch},
+                   {"merged", d.merged},
+                   {"makespan_split_us", d.makespan_split_us},
+                   {"makespan_merged_us", d.makespan_merged_us},
+                   {"raises_peak", d.raises_peak},
+                   {"explanation", d.ToString()}});
+  }
+  return out;
+}
+
 // The exposed reduction without and with the overlap pass.
 struct OverlapComparison {
   SimulationResult without, with;
@@ -126,6 +143,9 @@ int RunSimulate(const Command& command, const Invocation& invocation) {
   absl::StatusOr<PartitionChoice> partition = PartitionFromFlags();
   if (!partition.ok()) return UsageError(command, partition.status().message());
   partition->predict.overlap = overlap;
+  partition->predict.last_backward = absl::GetFlag(FLAGS_overlap_merge)
+                                         ? LastBackward::kMergeWhereShorter
+                                         : LastBackward::kKeepSplit;
   const std::string& path = invocation.positional[0];
   absl::StatusOr<Schedule> schedule = LoadInputSchedule(path);
   if (!schedule.ok()) return Fail(command, schedule.status());
@@ -139,8 +159,11 @@ int RunSimulate(const Command& command, const Invocation& invocation) {
   const std::string trace_path = absl::GetFlag(FLAGS_trace);
   // The schedule is simulated in place unless --compare simulates it again.
   Schedule simulated = compare ? *schedule : std::move(*schedule);
-  absl::StatusOr<Prediction> p = Predict(std::move(simulated), *model,
-                                         {.overlap = overlap, .record_timeline = !trace_path.empty()});
+  absl::StatusOr<Prediction> p =
+      Predict(std::move(simulated), *model,
+              {.overlap = overlap,
+               .last_backward = partition->predict.last_backward,
+               .record_timeline = !trace_path.empty()});
   if (!p.ok()) return failed(p.status());
   if (!p->reductions_modelled) {
     std::fprintf(stderr,
@@ -150,7 +173,9 @@ int RunSimulate(const Command& command, const Invocation& invocation) {
   }
   std::optional<OverlapComparison> comparison;
   if (compare) {
-    absl::StatusOr<Prediction> other = Predict(*schedule, *model, {.overlap = !overlap});
+    absl::StatusOr<Prediction> other =
+        Predict(*schedule, *model,
+                {.overlap = !overlap, .last_backward = partition->predict.last_backward});
     if (!other.ok()) return failed(other.status());
     const Prediction& with = overlap ? *p : *other;
     comparison = OverlapComparison{overlap ? other->simulation : p->simulation, with.simulation,
@@ -165,6 +190,7 @@ int RunSimulate(const Command& command, const Invocation& invocation) {
     out["minimum_exposed_reduce_us"] = MinimumExposedReduceUs(p->lowered, *model, p->simulation);
     out["reductions_modelled"] = p->reductions_modelled;
     out["overlap"] = overlap;
+    if (overlap) out["overlap_merges"] = MergesJson(p->overlap_merges);
     if (staged->layered) out["layout"] = staged->layout;
     if (comparison.has_value()) {
       out["compare_overlap"] = {{"without", ResultJson(comparison->without)},
@@ -175,6 +201,9 @@ int RunSimulate(const Command& command, const Invocation& invocation) {
     return kExitOk;
   }
   PrintTable(path, *p, overlap, CutLine(*staged));
+  for (const BackwardMergeDecision& d : p->overlap_merges) {
+    std::printf("overlap: %s\n", d.ToString().c_str());
+  }
   if (comparison.has_value()) PrintComparison(*comparison);
   return kExitOk;
 }
@@ -185,7 +214,7 @@ Command SimulateCommand() {
   return Command{
       .name = "simulate",
       .synopsis = "simulate FILE --model MODEL [--layout L | --partition even|balanced] "
-                  "[--trace OUT] [--json] [--overlap] [--compare-overlap]",
+                  "[--trace OUT] [--json] [--overlap [--overlap-merge=false]] [--compare-overlap]",
       .summary =
           "Predict one step of a schedule under a cost model: a deterministic discrete-event "
           "simulation (compute stream per rank; transfers start when both SEND and RECV are "
@@ -195,12 +224,14 @@ Command SimulateCommand() {
           "bytes at simulated time, then the makespan, the bubble (1 - busy/makespan, worst "
           "rank), the span bubble (the zero-bubble papers' measure) and the exposed reduction "
           "(the step with reductions minus the same step with free ones). --overlap runs the "
-          "overlap pass; --compare-overlap reports the exposed reduction without and with it, and "
+          "overlap pass (which may merge the last I and W of the rank that ends the step into a B "
+          "where the step does not get longer; --overlap-merge=false keeps them split, and the "
+          "decisions are printed); --compare-overlap reports the exposed reduction without and with it, and "
           "the theoretical minimum (planning/reduction_floor.h). "
           "--trace writes the simulated timeline as a Chrome trace. A version 2 (layered) MODEL is "
           "cut into the schedule's stages by --layout, --partition, the cut the schedule file records (auto writes it), else evenly; the cut used is printed.",
-      .flags = {"model", "layout", "partition", "time_budget", "trace", "json", "overlap", "compare_overlap",
-                "legacy_names"},
+      .flags = {"model", "layout", "partition", "time_budget", "trace", "json", "overlap", "overlap_merge",
+                "compare_overlap", "legacy_names"},
       .min_positional = 1,
       .max_positional = 1,
       .run = RunSimulate,

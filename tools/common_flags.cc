@@ -71,6 +71,10 @@ ABSL_FLAG(double, peak_tflops, 0,
 ABSL_FLAG(bool, overlap, false,
           "run the overlap pass: reorder Ws so gradient reductions hide under compute "
           "(needs REDUCE_GRAD)");
+ABSL_FLAG(bool, overlap_merge, true,
+          "with --overlap under a model: let the pass merge the last I and W of the rank that "
+          "ends the step into one B where the simulated step does not get longer "
+          "(--overlap-merge=false keeps every I and W split)");
 
 namespace jitpipe::cli {
 

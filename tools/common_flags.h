@@ -33,6 +33,7 @@ ABSL_DECLARE_FLAG(bool, legacy_names);
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(std::string, trace);
 ABSL_DECLARE_FLAG(bool, overlap);
+ABSL_DECLARE_FLAG(bool, overlap_merge);
 ABSL_DECLARE_FLAG(double, time_budget);
 // plan, compare, generate --schedule auto: the device limit and its reserve.
 ABSL_DECLARE_FLAG(std::string, memory_limit);

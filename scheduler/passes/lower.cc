@@ -83,9 +83,10 @@ PassPipeline LoweringPipeline(const LowerOptions& options) {
   }
   if (options.overlap) {
     pipeline.AddPass(std::string(kOverlapReducePass),
-                     [peak = options.overlap_peak,
-                      time = options.overlap_step_time](const Schedule& s) {
-                       return OverlapReduce(s, {.rank_peak = peak, .step_time = time});
+                     [peak = options.overlap_peak, time = options.overlap_step_time,
+                      last = options.overlap_last_backward](const Schedule& s) {
+                       return OverlapReduce(
+                           s, {.rank_peak = peak, .step_time = time, .last_backward = last});
                      });
   }
   if (options.defer_reduce_wait) {

@@ -103,7 +103,9 @@ struct LowerOptions {
   // reduce_grad. overlap_peak is its memory limit (unset: activation units).
   bool overlap = false;
   RankPeakFunction overlap_peak = nullptr;
-  StepTimeFunction overlap_step_time = nullptr;  // overlap_reduce.h's step 3; unset: skipped
+  StepTimeFunction overlap_step_time = nullptr;  // overlap_reduce.h's steps 3-4; unset: skipped
+  // Step 4: whether the rank that ends the step may merge its last I and W.
+  LastBackward overlap_last_backward = LastBackward::kMergeWhereShorter;
   // PyTorch main's explicit waits: each reduction's WAIT_REDUCE_GRAD before
   // the rank's next reduction (defer_reduce_wait.h; needs reduce_grad and
   // two stages per rank); each SEND_F's WAIT_SEND_F after the local backward

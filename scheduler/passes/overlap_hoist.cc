@@ -14,9 +14,9 @@ bool IsGradientAction(ActionKind kind) {
   return kind == ActionKind::kBackward || kind == ActionKind::kBackwardWeight;
 }
 
-// Puts the stage's REDUCE_GRAD (if any) right after its last W or B and
-// the sends and receives that follow it.
-void PlaceReduce(RankProgram& program, int stage) {
+}  // namespace
+
+void PlaceReduceAfterLastGradient(RankProgram& program, int stage) {
   auto it = std::find_if(program.begin(), program.end(), [&](const Action& a) {
     return a.kind == ActionKind::kReduceGrad && a.stage == stage;
   });
@@ -33,6 +33,8 @@ void PlaceReduce(RankProgram& program, int stage) {
   while (at < program.size() && IsSendRecv(program[at].kind)) ++at;
   program.insert(program.begin() + static_cast<std::ptrdiff_t>(at), std::move(reduce));
 }
+
+namespace {
 
 // Whether `w` (a W) may run before `a`: not a W of its stage, not its I,
 // and no UNSHARD or RESHARD between them.
@@ -69,7 +71,7 @@ RankProgram Moved(const RankProgram& program, int a_at, int w_at) {
     if (i == a_at) out.push_back(CopyOf(program[w_at]));
     if (i != w_at) out.push_back(CopyOf(program[i]));
   }
-  PlaceReduce(out, program[w_at].stage);
+  PlaceReduceAfterLastGradient(out, program[w_at].stage);
   return out;
 }
 

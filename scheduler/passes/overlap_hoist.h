@@ -39,6 +39,10 @@ inline constexpr int kHoistWindow = 32;
 inline constexpr int kHoistRounds = 64;
 inline constexpr int kHoistDistance = 12;
 
+// Puts `stage`'s REDUCE_GRAD (if the program has one) right after the
+// stage's last W or B and the sends and receives that follow it.
+void PlaceReduceAfterLastGradient(RankProgram& program, int stage);
+
 // `peak(schedule, rank)` and `limit[rank]`: the memory check of a candidate.
 // Returns the improved schedule (the input when no move helps). Errors:
 // those of the two functions.

@@ -266,7 +266,8 @@ absl::StatusOr<RankProgram> OverlapRank(const Schedule& in, int rank, PeakProbe&
 
 }  // namespace
 
-absl::StatusOr<Schedule> OverlapReduce(const Schedule& in, const OverlapReduceOptions& options) {
+absl::StatusOr<OverlapReduceResult> OverlapReduceWithReport(const Schedule& in,
+                                                            const OverlapReduceOptions& options) {
   if (!in.lowered) {
     return absl::FailedPreconditionError(
         "overlap_reduce needs a lowered program with REDUCE_GRAD; lower with reduce_grad first");
@@ -284,7 +285,7 @@ absl::StatusOr<Schedule> OverlapReduce(const Schedule& in, const OverlapReduceOp
     ranks.push_back(std::move(program));
   }
   Schedule out = WithPrograms(in, std::move(ranks), /*lowered=*/true);
-  if (!options.step_time) return out;
+  if (!options.step_time) return OverlapReduceResult{std::move(out), {}};
   // The memory limit of every rank is its input peak, as above.
   auto peak = [&](const Schedule& s, int rank) -> absl::StatusOr<int64_t> {
     if (options.rank_peak) return options.rank_peak(s, rank);
@@ -296,7 +297,18 @@ absl::StatusOr<Schedule> OverlapReduce(const Schedule& in, const OverlapReduceOp
     ASSIGN_OR_RETURN(const int64_t now, peak(out, r));
     limit[r] = std::max(limit[r], now);
   }
-  return HoistWeightGradients(std::move(out), options.step_time, peak, limit);
+  ASSIGN_OR_RETURN(out, HoistWeightGradients(std::move(out), options.step_time, peak, limit));
+  if (options.last_backward == LastBackward::kKeepSplit) {
+    return OverlapReduceResult{std::move(out), {}};
+  }
+  ASSIGN_OR_RETURN(BackwardMergeResult merged,
+                   MergeLastBackwards(std::move(out), options.step_time, peak, limit));
+  return OverlapReduceResult{std::move(merged.schedule), std::move(merged.decisions)};
+}
+
+absl::StatusOr<Schedule> OverlapReduce(const Schedule& in, const OverlapReduceOptions& options) {
+  ASSIGN_OR_RETURN(OverlapReduceResult result, OverlapReduceWithReport(in, options));
+  return std::move(result.schedule);
 }
 
 int64_t ActivationUnitPeak(const Schedule& schedule, int rank) {

@@ -37,6 +37,14 @@
 //    reductions on schedules whose Ws are already in completion order (the
 //    zero-bubble ones) where the remaining compute can hide them.
 //
+// 4. Also with a step-time function, and unless options.last_backward is
+//    kKeepSplit: the rank that ends the step last may merge its last I and
+//    W into one full B that ends the rank, so that the stage completing
+//    there streams its buckets over I + W instead of one W
+//    (overlap_merge.h). A merge is kept only if the step does not get
+//    longer and that rank ends earlier; the result says, per rank tried,
+//    whether it merged or kept the split and why.
+//
 // The least exposed reduction any such order can reach is bounded below by
 // the rank that finishes its compute last: its last compute action is a W
 // or B, which completes some stage s's gradients; with k buckets of b =
@@ -53,11 +61,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "scheduler/ir/schedule.h"
 #include "scheduler/passes/overlap_hoist.h"
+#include "scheduler/passes/overlap_merge.h"
 
 namespace jitpipe {
 
@@ -68,11 +78,26 @@ inline constexpr absl::string_view kOverlapReducePass = "overlap_reduce";
 // is a probe that lives only for the call.
 using RankPeakFunction = std::function<absl::StatusOr<int64_t>(const Schedule& schedule, int rank)>;
 
+// Whether step 4 above may merge a rank's last I and W into a B.
+enum class LastBackward {
+  kMergeWhereShorter,  // merge where the simulated step does not get longer
+  kKeepSplit,          // never merge
+};
+
 struct OverlapReduceOptions {
   // The memory limit. Unset: ActivationUnitPeak, which needs no model.
   RankPeakFunction rank_peak = nullptr;
-  // The step's time (3. above). Unset: the search is skipped.
+  // The step's time (3. and 4. above). Unset: both are skipped.
   StepTimeFunction step_time = nullptr;
+  LastBackward last_backward = LastBackward::kMergeWhereShorter;
+};
+
+struct OverlapReduceResult {
+  Schedule schedule;
+  // Step 4's decisions, in the order the ranks were tried; empty without a
+  // step-time function, with kKeepSplit, or when the latest rank does not
+  // end with "I, then only Ws".
+  std::vector<BackwardMergeDecision> merges;
 };
 
 // Returns the schedule with Ws reordered and REDUCE_GRADs moved as above.
@@ -82,6 +107,9 @@ struct OverlapReduceOptions {
 // for a stage, or a W whose I is not before it; the peak and step-time
 // functions' errors.
 absl::StatusOr<Schedule> OverlapReduce(const Schedule& in, const OverlapReduceOptions& options = {});
+// The same, with step 4's decisions.
+absl::StatusOr<OverlapReduceResult> OverlapReduceWithReport(
+    const Schedule& in, const OverlapReduceOptions& options = {});
 
 // A model-free memory measure: the peak number of (stage, microbatch)
 // activations live on the rank, each from its F to its last backward part (W,

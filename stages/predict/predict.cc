@@ -29,21 +29,19 @@ bool HasByteSizes(const Model& model) {
   return false;
 }
 
-absl::StatusOr<Schedule> LowerForPrediction(Schedule schedule, const Model& model,
-                                            bool overlap) {
+// The program Predict() simulates, and the overlap pass's merge decisions.
+// A compute-only schedule is lowered with reduce_grad, then overlapped: the
+// overlap pass is the last one Lower() would run with these options.
+absl::StatusOr<OverlapReduceResult> LowerForPrediction(Schedule schedule, const Model& model,
+                                                       const PredictOptions& options) {
   if (!schedule.lowered) {
-    LowerOptions lower;
-    lower.reduce_grad = true;
-    lower.overlap = overlap;
-    if (overlap) {
-      lower.overlap_peak = PlannedPeak(model);
-      lower.overlap_step_time = SimulatedStepTime(model);
-    }
-    return Lower(schedule, lower);
+    ASSIGN_OR_RETURN(schedule, Lower(std::move(schedule), {.reduce_grad = true}));
   }
-  if (!overlap) return schedule;  // moved: the caller's copy, if any, was made at the call
-  return OverlapReduce(schedule, {.rank_peak = PlannedPeak(model),
-                                  .step_time = SimulatedStepTime(model)});
+  // Moved: the caller's copy, if any, was made at the call.
+  if (!options.overlap) return OverlapReduceResult{std::move(schedule), {}};
+  return OverlapReduceWithReport(schedule, {.rank_peak = PlannedPeak(model),
+                                            .step_time = SimulatedStepTime(model),
+                                            .last_backward = options.last_backward});
 }
 
 // Every rank's buffers, ranks side by side (each a pure function of the
@@ -116,11 +114,14 @@ absl::StatusOr<Prediction> SimulatePlanned(Schedule lowered, const Model& model,
 
 absl::StatusOr<Prediction> Predict(Schedule schedule, const Model& model,
                                    const PredictOptions& options) {
-  ASSIGN_OR_RETURN(Schedule lowered,
-                   LowerForPrediction(std::move(schedule), model, options.overlap));
+  ASSIGN_OR_RETURN(OverlapReduceResult lowered,
+                   LowerForPrediction(std::move(schedule), model, options));
   ASSIGN_OR_RETURN(std::vector<RankBuffers> buffers,
-                   LifetimesOfEveryRank(lowered, model, {.policy = options.policy}));
-  return SimulatePlanned(std::move(lowered), model, std::move(buffers), options.record_timeline);
+                   LifetimesOfEveryRank(lowered.schedule, model, {.policy = options.policy}));
+  ASSIGN_OR_RETURN(Prediction out, SimulatePlanned(std::move(lowered.schedule), model,
+                                                   std::move(buffers), options.record_timeline));
+  out.overlap_merges = std::move(lowered.merges);
+  return out;
 }
 
 }  // namespace jitpipe

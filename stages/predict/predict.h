@@ -26,6 +26,9 @@ namespace jitpipe {
 
 struct PredictOptions {
   bool overlap = false;  // run the overlap pass (overlap_reduce.h)
+  // With overlap: whether the pass may merge the last I and W of the rank
+  // that ends the step (overlap_reduce.h, step 4).
+  LastBackward last_backward = LastBackward::kMergeWhereShorter;
   MemoryPolicy policy = MemoryPolicy::kJit;
   bool record_timeline = false;
 };
@@ -37,6 +40,8 @@ struct Prediction {
   // False when the model has data parallelism (dp.size > 1) but the program
   // has no REDUCE_GRAD: the prediction then leaves reductions out.
   bool reductions_modelled = true;
+  // With overlap: the pass's merge decisions (OverlapReduceResult::merges).
+  std::vector<BackwardMergeDecision> overlap_merges = {};
 };
 
 // Lowers (a compute-only `schedule`, with reduce_grad on so reductions are
