@@ -305,9 +305,9 @@ class Search {
       heuristic_us_ = std::min(heuristic_us_.value_or(kInf), h->evaluation.makespan_us);
       h->schedule.name = "auto";
       ASSIGN_OR_RETURN(std::optional<Evaluation> e,
-                       JudgeBothReceives(std::move(h->schedule), c,
-                                         absl::StrCat("the zero-bubble heuristic (", h->flags, ")"),
-                                         false));
+                       JudgeEveryReceivePlacement(
+                           std::move(h->schedule), c,
+                           absl::StrCat("the zero-bubble heuristic (", h->flags, ")"), false));
       (void)e;
     }
     return absl::OkStatus();
