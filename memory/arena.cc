@@ -38,7 +38,9 @@ ArenaLayout ChooseBestGreedyArena(absl::Span<const LiveInterval> intervals, int 
       MakeGreedyBestFit(PlacementOrder::kDecreasingSize);
   const std::unique_ptr<ArenaAlgorithm> by_duration =
       MakeGreedyBestFit(PlacementOrder::kDecreasingDuration);
-  const ArenaAlgorithm* const algorithms[] = {by_start.get(), by_size.get(), by_duration.get()};
+  const std::unique_ptr<ArenaAlgorithm> searched = MakeDominantOrderSearch();
+  const ArenaAlgorithm* const algorithms[] = {by_start.get(), by_size.get(), by_duration.get(),
+                                              searched.get()};
   return ChooseBestArena(algorithms, intervals, num_times, alignment, good_enough);
 }
 
