@@ -115,6 +115,12 @@ struct DominantSearchOptions {
 };
 std::unique_ptr<ArenaAlgorithm> MakeDominantOrderSearch(DominantSearchOptions options = {});
 
+// Whether MakeDominantOrderSearch(options) would search `intervals` (two or
+// more dominant ones) rather than repeat greedy by size. O(n + num_times).
+// REQUIRES: as ArenaAlgorithm::Place.
+bool DominantSearchApplies(absl::Span<const LiveInterval> intervals, int num_times,
+                           const DominantSearchOptions& options = {});
+
 // Runs `algorithms` in turn and returns the layout with the smallest arena
 // (the earlier one on a tie), as XLA's ChooseBestHeapAlgorithm. Stops as soon
 // as a layout's arena is at most `good_enough` bytes: the peak live bytes
@@ -134,8 +140,8 @@ int64_t ArenaGoodEnough(int64_t peak, double slack);
 
 // ChooseBestArena over the three greedy best-fit orders, by start, by
 // decreasing size and by decreasing duration (each refined as
-// MakeGreedyBestFit says), then the dominant-order search when none of them
-// is good enough: the planner's arena (memory_plan.h) and the receive arena
+// MakeGreedyBestFit says), then, when none of them is good enough and
+// DominantSearchApplies, the dominant-order search: the planner's arena (memory_plan.h) and the receive arena
 // (recv_pool.h). REQUIRES: as ChooseBestArena.
 ArenaLayout ChooseBestGreedyArena(absl::Span<const LiveInterval> intervals, int num_times,
                                   int64_t alignment, int64_t good_enough);

@@ -44,6 +44,10 @@ class Random {
   uint64_t state_;
 };
 
+bool Dominates(int64_t bytes, int64_t peak, const DominantSearchOptions& options) {
+  return bytes > 0 && bytes >= peak / options.dominant_share;
+}
+
 class DominantOrderSearch : public ArenaAlgorithm {
  public:
   explicit DominantOrderSearch(DominantSearchOptions options) : options_(options) {}
@@ -57,7 +61,7 @@ class DominantOrderSearch : public ArenaAlgorithm {
     for (int id = 0; id < static_cast<int>(intervals.size()); ++id) {
       const int64_t bytes = intervals[id].bytes;
       if (bytes == 0) continue;
-      (bytes >= peak / options_.dominant_share ? dominant : rest).push_back(id);
+      (Dominates(bytes, peak, options_) ? dominant : rest).push_back(id);
     }
     const auto by_size = [&](int a, int b) {
       return intervals[a].bytes != intervals[b].bytes ? intervals[a].bytes > intervals[b].bytes
@@ -161,6 +165,16 @@ class DominantOrderSearch : public ArenaAlgorithm {
 };
 
 }  // namespace
+
+bool DominantSearchApplies(absl::Span<const LiveInterval> intervals, int num_times,
+                           const DominantSearchOptions& options) {
+  const int64_t peak = PeakLive(intervals, num_times);
+  int dominant = 0;
+  for (const LiveInterval& in : intervals) {
+    if (Dominates(in.bytes, peak, options) && ++dominant >= 2) return true;
+  }
+  return false;
+}
 
 std::unique_ptr<ArenaAlgorithm> MakeDominantOrderSearch(DominantSearchOptions options) {
   return std::make_unique<DominantOrderSearch>(options);
