@@ -39,7 +39,14 @@ ArenaLayout ChooseBestGreedyArena(absl::Span<const LiveInterval> intervals, int 
   const std::unique_ptr<ArenaAlgorithm> by_duration =
       MakeGreedyBestFit(PlacementOrder::kDecreasingDuration);
   const ArenaAlgorithm* const algorithms[] = {by_start.get(), by_size.get(), by_duration.get()};
-  return ChooseBestArena(algorithms, intervals, num_times, alignment, good_enough);
+  ArenaLayout best = ChooseBestArena(algorithms, intervals, num_times, alignment, good_enough);
+  // Where no interval dominates, the search would be greedy by size again:
+  // skipped, so programs of many similar buffers pay nothing for it.
+  if (best.arena_bytes <= good_enough || !DominantSearchApplies(intervals, num_times)) {
+    return best;
+  }
+  ArenaLayout searched = MakeDominantOrderSearch()->Place(intervals, num_times, alignment);
+  return searched.arena_bytes < best.arena_bytes ? searched : best;
 }
 
 absl::Status VerifyArenaLayout(absl::Span<const LiveInterval> intervals,

@@ -92,6 +92,35 @@ inline constexpr int kDefaultRefineRounds = 4;
 std::unique_ptr<ArenaAlgorithm> MakeGreedyBestFit(PlacementOrder order,
                                                   int refine_rounds = kDefaultRefineRounds);
 
+// Simulated annealing over the order in which the dominant intervals (bytes
+// >= peak live bytes / dominant_share) are placed, each order decoded by
+// best fit over those intervals alone; the best order found, then every
+// other interval by decreasing size, gives the layout. name():
+// "searched-dominant". For programs whose arena a few huge buffers decide
+// (a transformer's loss head, its parameter gradients): no fixed sort key
+// packs them, some order does. Deterministic (a fixed random stream). Each
+// of `restarts` runs starts from decreasing size at temperature
+// start_temperature x peak, cooled by `cooling` a trial, for at most
+// trials_per_restart trials and placement_budget / (restarts x dominant
+// intervals) of them, so its cost is bounded whatever the program; it stops
+// when the dominant intervals alone reach their own peak. Fewer than two
+// dominant intervals: greedy by size, no search.
+struct DominantSearchOptions {
+  int64_t dominant_share = 32;
+  int restarts = 4;
+  int64_t trials_per_restart = 8000;
+  int64_t placement_budget = int64_t{1} << 20;
+  double start_temperature = 0.01;
+  double cooling = 0.9995;
+};
+std::unique_ptr<ArenaAlgorithm> MakeDominantOrderSearch(DominantSearchOptions options = {});
+
+// Whether MakeDominantOrderSearch(options) would search `intervals` (two or
+// more dominant ones) rather than repeat greedy by size. O(n + num_times).
+// REQUIRES: as ArenaAlgorithm::Place.
+bool DominantSearchApplies(absl::Span<const LiveInterval> intervals, int num_times,
+                           const DominantSearchOptions& options = {});
+
 // Runs `algorithms` in turn and returns the layout with the smallest arena
 // (the earlier one on a tie), as XLA's ChooseBestHeapAlgorithm. Stops as soon
 // as a layout's arena is at most `good_enough` bytes: the peak live bytes
@@ -111,8 +140,9 @@ int64_t ArenaGoodEnough(int64_t peak, double slack);
 
 // ChooseBestArena over the three greedy best-fit orders, by start, by
 // decreasing size and by decreasing duration (each refined as
-// MakeGreedyBestFit says): the planner's arena (memory_plan.h) and the
-// receive arena (recv_pool.h). REQUIRES: as ChooseBestArena.
+// MakeGreedyBestFit says), then, when none of them is good enough and
+// DominantSearchApplies, the dominant-order search: the planner's arena (memory_plan.h) and the receive arena
+// (recv_pool.h). REQUIRES: as ChooseBestArena.
 ArenaLayout ChooseBestGreedyArena(absl::Span<const LiveInterval> intervals, int num_times,
                                   int64_t alignment, int64_t good_enough);
 

@@ -8,65 +8,11 @@
 #include <vector>
 
 #include "memory/arena.h"
+#include "memory/kept_times.h"
 #include "memory/occupancy_tree.h"
 
 namespace jitpipe {
 namespace {
-
-// Peak live bytes of the intervals (the no-fragmentation lower bound).
-int64_t PeakLive(absl::Span<const LiveInterval> intervals, int num_times) {
-  std::vector<int64_t> delta(num_times + 1, 0);
-  for (const LiveInterval& in : intervals) {
-    delta[in.start] += in.bytes;
-    delta[in.end + 1] -= in.bytes;
-  }
-  int64_t live = 0, peak = 0;
-  for (int t = 0; t < num_times; ++t) peak = std::max(peak, live += delta[t]);
-  return peak;
-}
-
-// The time points an OccupancyTree needs for the non-empty intervals: the
-// bytes occupied anywhere in a window are those occupied at some kept point
-// in it. A point is kept when an interval starts there and one ends before
-// the next start. At any time t the live intervals are live at the last
-// start p <= t too (none started in between), so the starts suffice; and a
-// start p with no end before the next start q holds a subset of what q
-// holds, while every window through p, ending at an interval's end, reaches
-// q. So two intervals overlap in time exactly when their kept points do.
-struct KeptTimes {
-  int num_points = 0;
-  std::vector<int32_t> start;  // per interval id: its first kept point
-  std::vector<int32_t> end;    // its last kept point
-};
-
-KeptTimes KeepTimes(absl::Span<const LiveInterval> intervals, int num_times) {
-  std::vector<char> starts(num_times, 0), ends(num_times, 0);
-  for (const LiveInterval& in : intervals) {
-    if (in.bytes == 0) continue;
-    starts[in.start] = 1;
-    ends[in.end] = 1;
-  }
-  std::vector<char> kept(num_times, 0);
-  int last_start = -1;
-  for (int t = 0; t < num_times; ++t) {
-    if (starts[t]) last_start = t;
-    if (ends[t] && last_start >= 0) kept[last_start] = 1;
-  }
-  // point_before[t]: kept points <= t, minus one; so a start maps to
-  // point_before[t - 1] + 1 and an end to point_before[t].
-  std::vector<int32_t> point_before(num_times + 1, -1);
-  for (int t = 0; t < num_times; ++t) point_before[t + 1] = point_before[t] + kept[t];
-  KeptTimes out;
-  out.num_points = std::max(point_before[num_times] + 1, 1);
-  out.start.assign(intervals.size(), 0);
-  out.end.assign(intervals.size(), 0);
-  for (size_t id = 0; id < intervals.size(); ++id) {
-    if (intervals[id].bytes == 0) continue;
-    out.start[id] = point_before[intervals[id].start] + 1;
-    out.end[id] = point_before[intervals[id].end + 1];
-  }
-  return out;
-}
 
 // Best fit over an OccupancyTree in a sort order, refined by squeaky-wheel
 // rounds: the intervals a layout had to put above the peak line go first
