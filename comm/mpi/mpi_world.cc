@@ -20,6 +20,7 @@
 #include "comm/mpi/mpi_error.h"
 #include "comm/mpi/mpi_job.h"
 #include "comm/mpi/mpi_transport.h"
+#include "comm/record_channel.h"
 
 namespace jitpipe {
 namespace {
@@ -29,6 +30,55 @@ constexpr absl::string_view kSigtermMessage =
     "has died or exited with an error, or when mpirun itself is interrupted";
 
 constexpr absl::Duration kGraceAfterSigterm = absl::Milliseconds(500);
+
+// The record channel (comm/record_channel.h): its setup's bound, and the
+// longest payload rank 0 takes over it.
+constexpr absl::Duration kChannelSetup = absl::Seconds(10);
+constexpr int64_t kMaxChannelPayload = int64_t{1} << 30;
+
+// Each process's end of the record channel: rank 0's hub, or a link to it.
+// Both null where it could not be opened (the exchange then goes over MPI
+// only).
+struct RecordChannel {
+  std::unique_ptr<RecordHub> hub;
+  std::unique_ptr<RecordLink> link;
+};
+
+// Opens the record channel while the job is healthy: rank 0 listens and
+// broadcasts where (MPI_Bcast on the job's communicator; every process calls
+// this once, at creation, before it starts threads); the others connect.
+// Best effort, bounded by kChannelSetup: a rank that cannot connect, or a
+// rank 0 that cannot listen, leaves that rank on MPI alone.
+RecordChannel OpenRecordChannel(MpiJob& job) {
+  RecordChannel channel;
+  std::string text;
+  if (job.rank() == 0) {
+    absl::StatusOr<std::unique_ptr<RecordHub>> hub =
+        RecordHub::Listen(job.size(), kMaxChannelPayload);
+    if (hub.ok()) {
+      channel.hub = *std::move(hub);
+      text = channel.hub->address().Encode();
+    }
+  }
+  int length = static_cast<int>(text.size());
+  absl::Status sent = job.Locked([&] {
+    RETURN_IF_ERROR(MPI_STATUS(MPI_Bcast(&length, 1, MPI_INT, 0, job.job())));
+    text.resize(static_cast<size_t>(length));
+    return MPI_STATUS(MPI_Bcast(text.data(), length, MPI_CHAR, 0, job.job()));
+  });
+  if (!sent.ok() || length == 0) return {};
+  const absl::Time deadline = absl::Now() + kChannelSetup;
+  if (job.rank() == 0) {
+    channel.hub->AcceptAll(deadline).IgnoreError();  // the missing ones use MPI
+    return channel;
+  }
+  absl::StatusOr<RecordChannelAddress> address = RecordChannelAddress::Decode(text);
+  if (!address.ok()) return {};
+  absl::StatusOr<std::unique_ptr<RecordLink>> link =
+      RecordLink::Connect(*address, job.rank(), deadline);
+  if (link.ok()) channel.link = *std::move(link);
+  return channel;
+}
 
 // SIGTERM, blocked in this thread and every thread started after it, so
 // that only the watcher's sigwait takes it.
@@ -69,12 +119,14 @@ uint64_t Fingerprint(absl::Span<const Group> groups) {
 class ProcessWorld final : public MpiWorld {
  public:
   ProcessWorld(std::unique_ptr<MpiJob> job, std::string host,
-               std::unique_ptr<SigtermBlock> sigterm)
+               std::unique_ptr<SigtermBlock> sigterm, RecordChannel channel)
       : job_(std::move(job)),
         transport_(NewMpiTransport(job_.get())),
         host_(std::move(host)),
-        sigterm_(std::move(sigterm)) {
+        sigterm_(std::move(sigterm)),
+        channel_(std::move(channel)) {
     if (sigterm_ != nullptr) watcher_ = std::thread([this] { WatchSigterm(); });
+    if (channel_.link != nullptr) notice_watcher_ = std::thread([this] { WatchNotice(); });
   }
   ProcessWorld(const ProcessWorld&) = delete;
   ProcessWorld& operator=(const ProcessWorld&) = delete;
@@ -136,6 +188,13 @@ class ProcessWorld final : public MpiWorld {
 
  private:
   void WatchSigterm();
+  // Rank 0's failure notice over the record channel aborts this process's
+  // part, as SIGTERM does: a rank waiting on a dead peer on another host
+  // would hear of the failure only from its own SIGTERM, which mpirun sends
+  // host by host, after rank 0 has gone. The channel closing (rank 0 ended
+  // or died) says nothing by itself.
+  void WatchNotice();
+  void StopNoticeWatcher();
   // Stops the watcher and ends MPI: MPI_Finalize when this process's part
   // ended in order (a failure report handed over, or no failure), else
   // MPI_Abort, which has the launcher end every process. Once.
@@ -162,6 +221,8 @@ class ProcessWorld final : public MpiWorld {
   const std::string host_;
   std::unique_ptr<SigtermBlock> sigterm_;  // null: SIGTERM keeps its default
   std::thread watcher_;
+  RecordChannel channel_;
+  std::thread notice_watcher_;  // with channel_.link
   std::atomic<bool> stopping_{false};
   // When SIGTERM arrived, in Unix nanoseconds (INT64_MAX until then):
   // SIGKILL follows a second later (odls_base_sigkill_timeout).
@@ -171,6 +232,20 @@ class ProcessWorld final : public MpiWorld {
   std::atomic<bool> collected_all_{false};
   bool ended_ = false;  // End() ran (on the thread that created the world)
 };
+
+void ProcessWorld::WatchNotice() {
+  if (channel_.link->WaitForNotice() == RecordLink::Event::kNotice) {
+    job_->AbortLocally(absl::StrCat("rank ", rank(),
+                                    " was told by rank 0 that the job failed (a failure notice "
+                                    "over the record channel)"));
+  }
+}
+
+void ProcessWorld::StopNoticeWatcher() {
+  if (!notice_watcher_.joinable()) return;
+  channel_.link->Wake();
+  notice_watcher_.join();
+}
 
 void ProcessWorld::WatchSigterm() {
   int signal = 0;
@@ -186,6 +261,7 @@ ProcessWorld::~ProcessWorld() { End(); }
 void ProcessWorld::End() {
   if (ended_) return;
   ended_ = true;
+  StopNoticeWatcher();
   if (watcher_.joinable()) {
     stopping_ = true;
     pthread_kill(watcher_.native_handle(), SIGTERM);
@@ -292,6 +368,12 @@ std::vector<std::optional<std::string>> ProcessWorld::CollectAfterFailure(absl::
   collected_ = true;
   const absl::Time deadline = absl::Now() + grace;
   if (rank() == 0) return CollectAtRoot(payload, deadline);
+  if (channel_.link != nullptr) {
+    StopNoticeWatcher();
+    const absl::Status sent = channel_.link->Send(payload, ExchangeDeadline(deadline));
+    collected_all_ = sent.ok();
+    return {};
+  }
   const std::string text(payload.substr(0, INT_MAX));
   MPI_Request request = MPI_REQUEST_NULL;
   absl::Status status = job_->Locked([&] {
@@ -327,7 +409,11 @@ std::vector<std::optional<std::string>> ProcessWorld::CollectAtRoot(absl::string
   };
   std::vector<std::optional<std::string>> payloads(static_cast<size_t>(size()));
   payloads[0] = std::string(payload);
-  int missing = size() - 1;
+  // Every rank hears of the failure now, while this process still collects.
+  if (channel_.hub != nullptr) channel_.hub->NotifyFailure();
+  auto missing = [&] {
+    return std::count(payloads.begin(), payloads.end(), std::nullopt);
+  };
   std::vector<std::unique_ptr<Incoming>> incoming;
   // Under the MPI lock: take what has arrived, finish what has been taken.
   auto take = [&]() -> absl::Status {
@@ -350,18 +436,19 @@ std::vector<std::optional<std::string>> ProcessWorld::CollectAtRoot(absl::string
       int done = 0;
       MPI_CALL(MPI_Test(&in->request, &done, MPI_STATUS_IGNORE));
       if (done) {
-        payloads[static_cast<size_t>(in->source)] = std::move(in->bytes);
-        --missing;
+        std::optional<std::string>& slot = payloads[static_cast<size_t>(in->source)];
+        if (!slot.has_value()) slot = std::move(in->bytes);  // else came over the channel
       }
     }
     return absl::OkStatus();
   };
   auto poll = [&]() -> absl::StatusOr<bool> {
     RETURN_IF_ERROR(job_->Locked(take));
-    return missing == 0 || absl::Now() >= ExchangeDeadline(deadline);
+    if (channel_.hub != nullptr) channel_.hub->Receive(&payloads);
+    return missing() == 0 || absl::Now() >= ExchangeDeadline(deadline);
   };
   absl::StatusOr<bool> polled = job_->PollUntil(poll, deadline);
-  collected_all_ = polled.ok() && missing == 0;
+  collected_all_ = polled.ok() && missing() == 0;
   return payloads;
 }
 
@@ -396,8 +483,10 @@ absl::StatusOr<std::unique_ptr<MpiWorld>> CreateMpiWorld(int* argc, char*** argv
   char name[MPI_MAX_PROCESSOR_NAME] = {};
   int length = 0;
   if (MPI_Get_processor_name(name, &length) != MPI_SUCCESS) length = 0;
-  return std::make_unique<ProcessWorld>(
-      *std::move(job), std::string(name, static_cast<size_t>(length)), std::move(sigterm));
+  RecordChannel channel = OpenRecordChannel(**job);
+  return std::make_unique<ProcessWorld>(*std::move(job),
+                                        std::string(name, static_cast<size_t>(length)),
+                                        std::move(sigterm), std::move(channel));
 }
 
 }  // namespace jitpipe

@@ -40,6 +40,16 @@
 //     too, then ends MPI from its main thread (LeaveBeforeExit: the stuck
 //     thread makes no MPI call) and exits, so the job still ends in order.
 //
+// The record channel (comm/record_channel.h): at creation rank 0 listens
+// on a TCP port and broadcasts where; every other process connects (best
+// effort, at most 10 s; a rank that cannot stays on MPI alone). After a
+// failure rank 0 first sends every rank a failure notice over it -- which
+// aborts that rank's part as SIGTERM does -- and the payloads travel over
+// it rather than over MPI. mpirun signals the hosts one after another, so a
+// rank on another host that waits on a dead peer would otherwise hear of
+// the failure only once rank 0 has gone, and its record would be lost
+// (tests/mpi/mpi_netns_test.cc, SurvivorsRecordsReachRankZero).
+//
 // Thread safety: the world and its transport may be used from any thread.
 #ifndef JITPIPE_COMM_MPI_MPI_WORLD_H_
 #define JITPIPE_COMM_MPI_MPI_WORLD_H_

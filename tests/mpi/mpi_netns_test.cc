@@ -164,16 +164,14 @@ TEST_F(TwoHostTest, AFileMissingOnOneHostNamesTheRankAndTheHost) {
   }
 }
 
-// NOT YET TRUE, so disabled (run it with --gtest_also_run_disabled_tests):
 // mpi_runtime_test's kill job over two hosts (ranks 0, 1 on netns-a; 2, 3
 // on netns-b), each host with a flight directory of its own at the same
-// path. Rank 2 dies of SIGKILL; rank 0's folder should hold the records of
-// 0, 1 and 3, and fr-analyze name rank 2 first. Seen instead: rank 3 writes
-// its record on host b but it never reaches rank 0 ("no report, died or did
-// not answer (2, 3)"), and Open MPI prints "connect() to 10.77.0.1:1025
-// failed" from netns-b; connecting every process to rank 0 when the world
-// starts did not change it.
-TEST_F(TwoHostTest, DISABLED_SurvivorsRecordsReachRankZero) {
+// path. Rank 2 dies of SIGKILL; rank 0's folder holds the records of 0, 1
+// and 3, and fr-analyze names rank 2 first. Rank 3 waits on rank 2 and
+// mpirun signals host b only after host a's processes are gone, so its
+// record reaches rank 0 only because rank 0's failure notice over the
+// record channel (comm/record_channel.h) tells it the job failed.
+TEST_F(TwoHostTest, SurvivorsRecordsReachRankZero) {
   const std::string flight = MakeTempDir("netns_flight");
   const std::string on_a = MakeTempDir("netns_flight_a");
   const std::string on_b = MakeTempDir("netns_flight_b");
