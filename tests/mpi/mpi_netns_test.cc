@@ -116,7 +116,8 @@ std::string Generate(const std::string& dir) {
 
 // pp 4 x dp 2 over two hosts, ranks 0-3 on netns-a and 4-7 on netns-b: the
 // same report as the same job on one host (loss, the check against the
-// reference, every rank's planned and measured peak).
+// reference, every rank's plans), and each rank's measured peak within its
+// plans.
 TEST_F(TwoHostTest, ReplaysAsOnOneHost) {
   const std::string schedule = Generate(MakeTempDir("netns_schedule"));
   const std::string replay = absl::StrCat(JITPIPE_CLI, " replay ", schedule,
@@ -140,9 +141,22 @@ TEST_F(TwoHostTest, ReplaysAsOnOneHost) {
   EXPECT_EQ(a["check"], b["check"]);
   ASSERT_EQ(a["ranks"].size(), 8u);
   ASSERT_EQ(b["ranks"].size(), 8u);
+  // The plans are equal. The measured peaks are not compared with each
+  // other: over MPI a send completes when its receive is matched, which
+  // varies from run to run by a message or two on one host as on two
+  // (memory/send_completion.h). Both lie between the plan that frees a sent
+  // buffer at its post and the plan's bound.
   for (size_t w = 0; w < 8; ++w) {
-    EXPECT_EQ(a["ranks"][w]["planned_peak_bytes"], b["ranks"][w]["planned_peak_bytes"]) << w;
-    EXPECT_EQ(a["ranks"][w]["measured_peak_bytes"], b["ranks"][w]["measured_peak_bytes"]) << w;
+    for (const char* key : {"planned_peak_bytes", "planned_post_peak_bytes"}) {
+      EXPECT_EQ(a["ranks"][w][key], b["ranks"][w][key]) << key << " " << w;
+    }
+    for (const nlohmann::json* run : {&a, &b}) {
+      const nlohmann::json& rank = (*run)["ranks"][w];
+      EXPECT_GE(rank["measured_peak_bytes"].get<int64_t>(),
+                rank["planned_post_peak_bytes"].get<int64_t>()) << w;
+      EXPECT_LE(rank["measured_peak_bytes"].get<int64_t>(),
+                rank["planned_peak_bytes"].get<int64_t>()) << w;
+    }
   }
 }
 
