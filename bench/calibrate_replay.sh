@@ -40,11 +40,12 @@ trap 'rm -rf "$tmp"' EXIT
 
 # Median of the steps after the first of a replay report.
 step_of() { jq '[.step_us_all[1:][]] | sort | .[(length / 2 | floor)]' "$1"; }
-# Per pipeline rank, its stages' call time per step (stage s on rank s mod pp
-# for the schedules below), comma-separated, in ms.
+# Per pipeline rank, its stages' call time per step (stage s on the rank the
+# schedule file's stage_to_rank names: s mod pp for 1F1B, the V for ZBV),
+# comma-separated, in ms. $1: the replay report; $2: the schedule.
 busy_of() {
-  jq -r '.pp as $pp | .stage_times as $t | [range(0; $pp) as $r |
-         [$t.stages[] | select(.stage % $pp == $r) |
+  jq -r --slurpfile s "$2" '.pp as $pp | .stage_times as $t | [range(0; $pp) as $r |
+         [$t.stages[] | select($s[0].stage_to_rank[.stage] == $r) |
           (.forward_us * .forward_calls + .backward_input_us * .backward_input_calls +
            .backward_weight_us * .backward_weight_calls + .backward_us * .backward_calls)] |
          add / $t.counted_steps / 1000 | . * 10 | round / 10 | tostring] | join(",")' "$1"
@@ -67,7 +68,8 @@ for schedule in 1f1b zbv; do
     first=$(step_of "$tmp/calibrating.json")
     fresh=$(step_of "$tmp/fresh.json")
     awk -v s="$schedule" -v r="$round" -v sim="$simulated" -v a="$first" -v b="$fresh" \
-        -v ma="$(busy_of "$tmp/calibrating.json")" -v mb="$(busy_of "$tmp/fresh.json")" \
+        -v ma="$(busy_of "$tmp/calibrating.json" "$tmp/s.json")" \
+        -v mb="$(busy_of "$tmp/fresh.json" "$tmp/s.json")" \
         -v sb="$sim_busy" \
         'BEGIN { printf "| %s | %d | %.1f | %.1f | %.3f | %.1f | %.3f | %s | %s | %s | %.1f |\n",
                  s, r, sim / 1000, a / 1000, a / sim, b / 1000, b / sim, sb, ma, mb,
