@@ -29,31 +29,19 @@
 #include "benchmark/benchmark.h"
 #include "planning/auto_schedule.h"
 #include "planning/transformer.h"
+#include "tests/testing/zero_bubble_grid.h"
 
 namespace jitpipe::bench {
 namespace {
 
-constexpr int64_t kUnit = int64_t{1} << 20;  // one microbatch's stash on a rank
-
-struct Costs {
-  const char* name;
-  double f, i, w, latency;
-};
-constexpr Costs kBalanced = {"balanced", 1, 1, 1, 0};
-constexpr Costs kTypical = {"typical", 1, 1.1, 0.7, 0.05};
+using Costs = ::jitpipe::testing::GridCosts;
+using ::jitpipe::testing::GridModel;
+constexpr int64_t kUnit = ::jitpipe::testing::kGridUnit;
+constexpr Costs kBalanced = ::jitpipe::testing::kGridBalanced;
+constexpr Costs kTypical = ::jitpipe::testing::kGridTypical;
+// Heavier than the grid's heavy-backward (1.6, 1.2, latency 0.1): this
+// suite's reference case since issue 18.
 constexpr Costs kHeavy = {"heavy-backward", 1, 2, 1.5, 0};
-
-ModelFile GridModel(const Costs& c, int pp) {
-  LayeredModel m;
-  for (int l = 0; l < 2 * pp; ++l) {
-    m.layers.push_back({.kind = LayerKind::kLayer, .forward_us = c.f / 2,
-                        .backward_input_us = c.i / 2, .backward_weight_us = c.w / 2,
-                        .stash_bytes = kUnit / 2});
-  }
-  m.p2p.latency_us = c.latency;
-  m.optimizer.kind = OptimizerKind::kNone;
-  return ModelFile{.version = kLayeredModelVersion, .stages = {}, .layers = m};
-}
 
 struct Case {
   Costs costs;

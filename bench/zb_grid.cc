@@ -38,31 +38,17 @@
 #include "planning/partition.h"
 #include "planning/zero_bubble_heuristic.h"
 #include "scheduler/passes/lower.h"
+#include "tests/testing/zero_bubble_grid.h"
 
 namespace jitpipe::bench {
 namespace {
 
-constexpr int64_t kUnit = int64_t{1} << 20;  // one microbatch's stash on a rank
+using ::jitpipe::testing::GridCosts;
+using ::jitpipe::testing::GridModel;
+using ::jitpipe::testing::kGridUnit;
 
-struct Costs {
-  const char* name;
-  double f, i, w, latency;
-};
-constexpr Costs kCosts[] = {{"balanced", 1, 1, 1, 0},
-                            {"typical", 1, 1.1, 0.7, 0.05},
-                            {"heavy-backward", 1, 1.6, 1.2, 0.1}};
-
-ModelFile GridModel(const Costs& c, int pp) {
-  LayeredModel m;
-  for (int l = 0; l < 2 * pp; ++l) {
-    m.layers.push_back({.kind = LayerKind::kLayer, .forward_us = c.f / 2,
-                        .backward_input_us = c.i / 2, .backward_weight_us = c.w / 2,
-                        .stash_bytes = kUnit / 2});
-  }
-  m.p2p.latency_us = c.latency;
-  m.optimizer.kind = OptimizerKind::kNone;
-  return ModelFile{.version = kLayeredModelVersion, .stages = {}, .layers = m};
-}
+constexpr GridCosts kCosts[] = {::jitpipe::testing::kGridBalanced, ::jitpipe::testing::kGridTypical,
+                                ::jitpipe::testing::kGridHeavyBackward};
 
 absl::StatusOr<HeuristicResult> Heuristic(const ModelFile& file, int pp, int m, int64_t limit) {
   ASSIGN_OR_RETURN(Partition cut, EvenPartition(file.layers, pp));
@@ -79,7 +65,7 @@ int Run(const char* filter, std::vector<int> stages_per_rank) {
               "heuristic vs bound | auto vs bound | auto <= heuristic |\n"
               "|---|---|---|---|---|---|---|---|---|---|\n");
   int cases = 0, auto_wins = 0, errors = 0;
-  for (const Costs& costs : kCosts) {
+  for (const GridCosts& costs : kCosts) {
     for (int pp : {4, 8}) {
       for (int m : {2 * pp, 4 * pp}) {
         for (double cap : {1.0, 1.5, 2.0}) {
@@ -88,7 +74,7 @@ int Run(const char* filter, std::vector<int> stages_per_rank) {
           if (filter != nullptr && !absl::StrContains(label, filter)) continue;
           ++cases;
           const ModelFile file = GridModel(costs, pp);
-          const int64_t limit = static_cast<int64_t>(cap * pp * kUnit);
+          const int64_t limit = static_cast<int64_t>(cap * pp * kGridUnit);
           absl::StatusOr<HeuristicResult> h = Heuristic(file, pp, m, limit);
           absl::StatusOr<AutoScheduleResult> a = AutoSchedule(
               file, {.pp = pp, .microbatches = m, .memory_limit = limit,

@@ -16,6 +16,7 @@
 #include "tests/testing/conformance.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
+#include "tests/testing/zero_bubble_grid.h"
 
 namespace jitpipe::zero_bubble_heuristic_test {
 namespace {
@@ -23,28 +24,12 @@ namespace {
 using ::jitpipe::testing::ProgramText;
 using ::jitpipe::testing::ReadTestdata;
 
-constexpr int64_t kUnit = 1 << 20;  // one microbatch's stash on one rank's layers
-
-struct Costs {
-  double f, i, w, latency;
-};
-constexpr Costs kBalanced = {1, 1, 1, 0};
-constexpr Costs kTypical = {1, 1.1, 0.7, 0.05};
-constexpr Costs kHeavy = {1, 1.6, 1.2, 0.1};
-
-// The grid's model: 2p layers, a rank's two costing `c` and holding one
-// unit of stash; nothing sent but latency; no parameters.
-ModelFile GridModel(const Costs& c, int pp) {
-  LayeredModel m;
-  for (int l = 0; l < 2 * pp; ++l) {
-    m.layers.push_back({.kind = LayerKind::kLayer, .forward_us = c.f / 2,
-                        .backward_input_us = c.i / 2, .backward_weight_us = c.w / 2,
-                        .stash_bytes = kUnit / 2});
-  }
-  m.optimizer.kind = OptimizerKind::kNone;
-  m.p2p.latency_us = c.latency;
-  return ModelFile{.version = kLayeredModelVersion, .stages = {}, .layers = m};
-}
+using Costs = ::jitpipe::testing::GridCosts;
+using ::jitpipe::testing::GridModel;
+constexpr int64_t kUnit = ::jitpipe::testing::kGridUnit;
+constexpr Costs kBalanced = ::jitpipe::testing::kGridBalanced;
+constexpr Costs kTypical = ::jitpipe::testing::kGridTypical;
+constexpr Costs kHeavy = ::jitpipe::testing::kGridHeavyBackward;
 
 Model OneStagePerRank(const ModelFile& file, int pp) {
   absl::StatusOr<Partition> cut = EvenPartition(file.layers, pp);
