@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 
@@ -31,6 +32,19 @@ std::optional<LaunchedProcess> ThisLaunchedProcess() {
   char host[HOST_NAME_MAX + 1] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
   return LaunchedProcess{*rank, host[0] != '\0' ? host : "an unnamed host"};
+}
+
+absl::Duration GraceAfterLauncherSigterm(absl::FunctionRef<const char*(const char*)> getenv) {
+  constexpr absl::Duration kLeast = absl::Milliseconds(500);
+  int seconds = 1;  // Open MPI's default
+  if (const char* value = getenv("OMPI_MCA_odls_base_sigkill_timeout"); value != nullptr) {
+    // An unreadable or out-of-range value keeps the default: the grace only
+    // bounds a wait, and mpirun itself refuses what it cannot read.
+    if (int given = 0; absl::SimpleAtoi(value, &given) && given >= 0 && given <= 3600) {
+      seconds = given;
+    }
+  }
+  return std::max(kLeast, absl::Seconds(seconds) - kLeast);
 }
 
 }  // namespace jitpipe

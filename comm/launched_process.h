@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/functional/function_ref.h"
+#include "absl/time/time.h"
 #include "absl/strings/string_view.h"
 
 namespace jitpipe {
@@ -35,6 +36,16 @@ std::optional<int> LauncherRank(absl::FunctionRef<const char*(const char*)> gete
 // This process: LauncherRank from the environment and gethostname(); nullopt
 // outside a launcher.
 std::optional<LaunchedProcess> ThisLaunchedProcess();
+
+// How long a process of an Open MPI job may still work after mpirun's
+// SIGTERM: mpirun sends SIGKILL odls_base_sigkill_timeout seconds later (1
+// by default; `--mca odls_base_sigkill_timeout N` reaches the processes as
+// OMPI_MCA_odls_base_sigkill_timeout), so this is that timeout less half a
+// second for the exit itself, and never under half a second. The failure
+// exchange after SIGTERM ends by then: rank 0 then aborts the job, which
+// ends the processes still writing their flight records, so a grace longer
+// than needed costs nothing but one shorter than allowed loses records.
+absl::Duration GraceAfterLauncherSigterm(absl::FunctionRef<const char*(const char*)> getenv);
 
 }  // namespace jitpipe
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <numeric>
 #include <thread>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "comm/launched_process.h"
 #include "comm/mpi/mpi_error.h"
 #include "comm/mpi/mpi_job.h"
 #include "comm/mpi/mpi_transport.h"
@@ -29,7 +31,6 @@ constexpr absl::string_view kSigtermMessage =
     "terminated by the launcher (SIGTERM): mpirun sends it once another process of the job "
     "has died or exited with an error, or when mpirun itself is interrupted";
 
-constexpr absl::Duration kGraceAfterSigterm = absl::Milliseconds(500);
 
 // The record channel (comm/record_channel.h): its setup's bound, and the
 // longest payload rank 0 takes over it.
@@ -209,7 +210,7 @@ class ProcessWorld final : public MpiWorld {
   absl::Time ExchangeDeadline(absl::Time deadline) const {
     const int64_t sigterm_at = sigterm_at_ns_.load();
     if (sigterm_at == INT64_MAX) return deadline;
-    return std::min(deadline, absl::FromUnixNanos(sigterm_at) + kGraceAfterSigterm);
+    return std::min(deadline, absl::FromUnixNanos(sigterm_at) + grace_after_sigterm_);
   }
 
   // Destroyed last (members go in reverse order): after MPI_Finalize.
@@ -225,8 +226,11 @@ class ProcessWorld final : public MpiWorld {
   std::thread notice_watcher_;  // with channel_.link
   std::atomic<bool> stopping_{false};
   // When SIGTERM arrived, in Unix nanoseconds (INT64_MAX until then):
-  // SIGKILL follows a second later (odls_base_sigkill_timeout).
+  // SIGKILL follows odls_base_sigkill_timeout seconds later (1 by default).
   std::atomic<int64_t> sigterm_at_ns_{INT64_MAX};
+  // How long the failure exchange may go on after SIGTERM, before SIGKILL.
+  const absl::Duration grace_after_sigterm_ =
+      GraceAfterLauncherSigterm([](const char* name) { return std::getenv(name); });
   // CollectAfterFailure: called, and this process's part completed.
   std::atomic<bool> collected_{false};
   std::atomic<bool> collected_all_{false};

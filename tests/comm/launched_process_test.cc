@@ -3,6 +3,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "gtest/gtest.h"
 
@@ -43,6 +44,33 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(LaunchedProcessTest, NamesTheRankAndTheHost) {
   EXPECT_EQ((LaunchedProcess{5, "node-b"}).ToString(), "rank 5 on node-b");
 }
+
+struct GraceCase {
+  const char* name;
+  const char* sigkill_timeout;  // OMPI_MCA_odls_base_sigkill_timeout; null: unset
+  absl::Duration grace;
+};
+
+class GraceAfterSigtermTest : public ::testing::TestWithParam<GraceCase> {};
+
+TEST_P(GraceAfterSigtermTest, IsTheLaunchersKillTimeoutLessHalfASecond) {
+  const GraceCase& c = GetParam();
+  auto lookup = [&c](const char* name) -> const char* {
+    return std::string_view(name) == "OMPI_MCA_odls_base_sigkill_timeout" ? c.sigkill_timeout
+                                                                          : nullptr;
+  };
+  EXPECT_EQ(GraceAfterLauncherSigterm(lookup), c.grace);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    KillTimeouts, GraceAfterSigtermTest,
+    ::testing::Values(GraceCase{"unset_is_open_mpis_default", nullptr, absl::Milliseconds(500)},
+                      GraceCase{"one_second", "1", absl::Milliseconds(500)},
+                      GraceCase{"five_seconds", "5", absl::Milliseconds(4500)},
+                      GraceCase{"zero_keeps_the_least", "0", absl::Milliseconds(500)},
+                      GraceCase{"unreadable_keeps_the_default", "soon", absl::Milliseconds(500)},
+                      GraceCase{"negative_keeps_the_default", "-3", absl::Milliseconds(500)}),
+    [](const ::testing::TestParamInfo<GraceCase>& param) { return param.param.name; });
 
 }  // namespace
 }  // namespace jitpipe

@@ -199,7 +199,8 @@ TEST_F(TwoHostTest, SurvivorsRecordsReachRankZero) {
   EXPECT_NE(job.exit_code, 0);
   EXPECT_FALSE(ReadText(on_b + "/rank_3.json").empty());
   for (int w : {0, 1, 3}) {
-    EXPECT_FALSE(ReadText(absl::StrCat(on_a, "/rank_", w, ".json")).empty()) << w;
+    EXPECT_FALSE(ReadText(absl::StrCat(on_a, "/rank_", w, ".json")).empty())
+        << w << "\n" << job.out << job.err;
   }
   CliResult analysis = RunCli({"fr-analyze", on_a});
   EXPECT_THAT(analysis.out, HasSubstr("first unmatched: rank 2 wrote no flight record"));
