@@ -261,9 +261,17 @@ absl::Status RecordHub::AcceptAll(absl::Time deadline) {
   }
 }
 
-void RecordHub::NotifyFailure() {
+void RecordHub::NotifyFailure(absl::string_view reason) {
+  reason = reason.substr(0, kMaxNoticeReason);
+  std::string notice(1, kNotice);
+  PutLe(reason.size(), 4, &notice);
+  notice.append(reason.data(), reason.size());
   for (const auto& p : peers_) {
-    if (p->fd >= 0 && p->rank >= 0) send(p->fd, &kNotice, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    // One small write into an idle socket's buffer: whole in practice; a
+    // part is read as a notice without its cause.
+    if (p->fd >= 0 && p->rank >= 0) {
+      send(p->fd, notice.data(), notice.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
   }
 }
 
@@ -362,7 +370,22 @@ RecordLink::~RecordLink() {
   close(wake_);
 }
 
-RecordLink::Event RecordLink::WaitForNotice() {
+namespace {
+
+// The rest of a notice whose 'F' was read: its cause, or empty when it does
+// not arrive whole by `deadline`.
+std::string ReadNoticeReason(int fd, absl::Time deadline) {
+  absl::StatusOr<std::string> length = ReadExactly(fd, 4, deadline);
+  if (!length.ok()) return "";
+  const uint64_t n = GetLe(*length, 4);
+  if (n > RecordHub::kMaxNoticeReason) return "";
+  absl::StatusOr<std::string> reason = ReadExactly(fd, static_cast<size_t>(n), deadline);
+  return reason.ok() ? *std::move(reason) : "";
+}
+
+}  // namespace
+
+RecordLink::Event RecordLink::WaitForNotice(std::string* reason) {
   while (true) {
     pollfd fds[2] = {{socket_, POLLIN, 0}, {wake_, POLLIN, 0}};
     if (poll(fds, 2, -1) < 0) {
@@ -372,7 +395,10 @@ RecordLink::Event RecordLink::WaitForNotice() {
     if (fds[1].revents != 0) return Event::kWoken;
     char byte = 0;
     const ssize_t n = recv(socket_, &byte, 1, 0);
-    if (n == 1 && byte == kNotice) return Event::kNotice;
+    if (n == 1 && byte == kNotice) {
+      *reason = ReadNoticeReason(socket_, absl::Now() + absl::Seconds(1));
+      return Event::kNotice;
+    }
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return Event::kClosed;
   }
 }
@@ -391,6 +417,7 @@ absl::Status RecordLink::Send(absl::string_view payload, absl::Time deadline) {
     absl::StatusOr<std::string> byte = ReadExactly(socket_, 1, deadline);
     if (!byte.ok()) return byte.status();
     if ((*byte)[0] == kAck) return absl::OkStatus();
+    if ((*byte)[0] == kNotice) ReadNoticeReason(socket_, deadline);  // skipped whole
   }
 }
 

@@ -14,7 +14,7 @@
 //
 //   rank r -> 0   hello     "JPRC" token:u64 rank:u32   (once, at connect)
 //   0 -> rank r   welcome   token:u64                   (the right job's rank 0)
-//   0 -> rank r   notice    'F'                         (the job failed: report)
+//   0 -> rank r   notice    'F' length:u32 reason      (the job failed: report)
 //   rank r -> 0   payload   length:u64 bytes            (once)
 //   0 -> rank r   ack       'A'                         (rank 0 has it)
 //
@@ -76,9 +76,13 @@ class RecordHub {
   // Whether rank `rank` has a connection (said hello, not closed since).
   bool connected(int rank) const;
 
-  // Sends the failure notice to every connected rank; never blocks (a
-  // rank whose buffer is full already has a notice or is not reading).
-  void NotifyFailure();
+  // Sends the failure notice, with rank 0's cause of the failure (the first
+  // kMaxNoticeReason bytes of `reason`), to every connected rank: a rank
+  // told by this notice fails with the same cause as one told by the
+  // transport, whichever reaches it first. Never blocks (a rank whose
+  // buffer is full already has a notice or is not reading).
+  static constexpr size_t kMaxNoticeReason = 4096;
+  void NotifyFailure(absl::string_view reason);
   // Without blocking: accepts pending hellos, reads what has arrived, and
   // moves each completed payload into (*payloads)[rank] unless that slot
   // is already filled (a payload that came another way first), acking it
@@ -116,9 +120,11 @@ class RecordLink {
   RecordLink& operator=(const RecordLink&) = delete;
 
   enum class Event { kNotice, kClosed, kWoken };
-  // Blocks until rank 0 sends the failure notice, the connection ends (rank
-  // 0 finished or died) or Wake() is called (also before this call).
-  Event WaitForNotice();
+  // Blocks until rank 0 sends the failure notice (its cause in `*reason`;
+  // empty if the rest of the notice did not arrive within a second), the
+  // connection ends (rank 0 finished or died) or Wake() is called (also
+  // before this call).
+  Event WaitForNotice(std::string* reason);
   void Wake();
 
   // Sends `payload` and waits for rank 0's ack (skipping notices). OK once

@@ -237,11 +237,17 @@ class ProcessWorld final : public MpiWorld {
   bool ended_ = false;  // End() ran (on the thread that created the world)
 };
 
+// The notice carries rank 0's cause, which is the cause the transport's own
+// abort notice would have brought (rank 0 learned it from one): this rank
+// fails as it would have without the channel, whichever arrives first.
 void ProcessWorld::WatchNotice() {
-  if (channel_.link->WaitForNotice() == RecordLink::Event::kNotice) {
-    job_->AbortLocally(absl::StrCat("rank ", rank(),
-                                    " was told by rank 0 that the job failed (a failure notice "
-                                    "over the record channel)"));
+  std::string reason;
+  if (channel_.link->WaitForNotice(&reason) == RecordLink::Event::kNotice) {
+    job_->AbortLocally(!reason.empty()
+                           ? reason
+                           : absl::StrCat("rank ", rank(),
+                                          " was told by rank 0 that the job failed (a failure "
+                                          "notice over the record channel)"));
   }
 }
 
@@ -414,7 +420,10 @@ std::vector<std::optional<std::string>> ProcessWorld::CollectAtRoot(absl::string
   std::vector<std::optional<std::string>> payloads(static_cast<size_t>(size()));
   payloads[0] = std::string(payload);
   // Every rank hears of the failure now, while this process still collects.
-  if (channel_.hub != nullptr) channel_.hub->NotifyFailure();
+  if (channel_.hub != nullptr) {
+    const absl::Status cause = job_->AbortStatus();
+    channel_.hub->NotifyFailure(cause.ok() ? absl::string_view() : cause.message());
+  }
   auto missing = [&] {
     return std::count(payloads.begin(), payloads.end(), std::nullopt);
   };

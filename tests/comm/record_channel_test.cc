@@ -115,10 +115,15 @@ TEST(RecordChannelTest, APayloadAlreadyThereIsNotReplaced) {
 TEST(RecordChannelTest, NoticesReachEveryLink) {
   ASSERT_OK_AND_ASSIGN(auto hub, RecordHub::Listen(3, 1024));
   auto links = ConnectAll(*hub, 3);
-  hub->NotifyFailure();
-  for (auto& link : links) EXPECT_EQ(link->WaitForNotice(), RecordLink::Event::kNotice);
-  // A notice read before the payload's ack does not disturb Send.
-  hub->NotifyFailure();
+  hub->NotifyFailure("rank 1 failed: stage exploded");
+  for (auto& link : links) {
+    std::string reason;
+    EXPECT_EQ(link->WaitForNotice(&reason), RecordLink::Event::kNotice);
+    EXPECT_EQ(reason, "rank 1 failed: stage exploded");
+  }
+  // A notice read before the payload's ack does not disturb Send, though
+  // its cause holds the ack's and the notice's bytes.
+  hub->NotifyFailure("A cause with an A and an F");
   auto send = std::async(std::launch::async, [&] { return links[0]->Send("r1", Soon()); });
   std::vector<std::optional<std::string>> payloads(3);
   hub->Collect(&payloads, absl::Now() + absl::Milliseconds(300));
@@ -127,17 +132,33 @@ TEST(RecordChannelTest, NoticesReachEveryLink) {
   EXPECT_EQ(payloads[2], std::nullopt);  // rank 2 never sent
 }
 
+// A cause longer than kMaxNoticeReason arrives cut to it; an empty one
+// arrives empty.
+TEST(RecordChannelTest, NoticeCausesAreBounded) {
+  ASSERT_OK_AND_ASSIGN(auto hub, RecordHub::Listen(3, 1024));
+  auto links = ConnectAll(*hub, 3);
+  const std::string long_cause(RecordHub::kMaxNoticeReason + 10, 'x');
+  hub->NotifyFailure(long_cause);
+  std::string reason;
+  EXPECT_EQ(links[0]->WaitForNotice(&reason), RecordLink::Event::kNotice);
+  EXPECT_EQ(reason, long_cause.substr(0, RecordHub::kMaxNoticeReason));
+  hub->NotifyFailure("");
+  EXPECT_EQ(links[0]->WaitForNotice(&reason), RecordLink::Event::kNotice);
+  EXPECT_EQ(reason, "");
+}
+
 TEST(RecordChannelTest, WakeAndClosingEndTheWait) {
   ASSERT_OK_AND_ASSIGN(auto hub, RecordHub::Listen(2, 1024));
   auto links = ConnectAll(*hub, 2);
   std::thread waker([&] { links[0]->Wake(); });
-  EXPECT_EQ(links[0]->WaitForNotice(), RecordLink::Event::kWoken);
+  std::string reason;
+  EXPECT_EQ(links[0]->WaitForNotice(&reason), RecordLink::Event::kWoken);
   waker.join();
   hub.reset();  // rank 0 ended
   ASSERT_OK_AND_ASSIGN(auto hub2, RecordHub::Listen(2, 1024));
   auto links2 = ConnectAll(*hub2, 2);
   hub2.reset();
-  EXPECT_EQ(links2[0]->WaitForNotice(), RecordLink::Event::kClosed);
+  EXPECT_EQ(links2[0]->WaitForNotice(&reason), RecordLink::Event::kClosed);
   EXPECT_EQ(links2[0]->Send("late", Soon()).code(), absl::StatusCode::kUnavailable);
 }
 
