@@ -15,7 +15,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <ostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -36,6 +35,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::CliResult;
 using testing::MakeTempDir;
+using testing::ReadTextFile;
 using testing::RunCli;
 
 constexpr int kJobLimitSeconds = 60;
@@ -48,12 +48,6 @@ struct JobResult {
 
 std::string Quote(const std::string& s) { return "'" + s + "'"; }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // Runs `args` as `np` MPI processes, stdout and stderr apart; `mpirun_flags`
 // go to mpirun.
@@ -70,8 +64,8 @@ JobResult RunJob(int np, const std::vector<std::string>& args,
   const int status = std::system(command.c_str());
   JobResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = ReadAll(dir + "/out");
-  r.err = ReadAll(dir + "/err");
+  r.out = ReadTextFile(dir + "/out");
+  r.err = ReadTextFile(dir + "/err");
   EXPECT_THAT(r.err, Not(HasSubstr("timeout: sending signal"))) << "the job hung: " << command;
   return r;
 }
@@ -142,7 +136,7 @@ TEST_P(MpiReplayCliTest, EqualsTheInProcessReplay) {
   }
   ASSERT_OK_AND_ASSIGN(ChromeTraceSummary summary, ReadAndCheckChromeTrace(trace));
   EXPECT_GT(summary.slices, 0);
-  const std::string text = ReadAll(trace);
+  const std::string text = ReadTextFile(trace);
   for (int w = 0; w < 4 * c.dp; ++w) {
     EXPECT_THAT(text, HasSubstr(absl::StrCat("\"name\":\"process_name\",\"cat\":\"__metadata\","
                                              "\"ph\":\"M\",\"ts\":0,\"pid\":",
@@ -249,7 +243,7 @@ TEST(MpiStuckStageJobTest, TheJobEndsAndTheAnalysisNamesTheStuckRank) {
   EXPECT_THAT(r.err, HasSubstr("rank 1's last op was index 0 (1RECV_F0), and it is at index 1 "
                                "(1F0)"));
   for (int w = 0; w < 4; ++w) {
-    EXPECT_FALSE(ReadAll(absl::StrCat(flight, "/rank_", w, ".json")).empty()) << w;
+    EXPECT_FALSE(ReadTextFile(absl::StrCat(flight, "/rank_", w, ".json")).empty()) << w;
   }
 }
 

@@ -13,7 +13,6 @@
 
 #include <atomic>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,18 +30,13 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::CliResult;
 using testing::MakeTempDir;
+using testing::ReadTextFile;
 using testing::RunCli;
 
 std::string ShellQuote(const std::string& s) {
   return "'" + absl::StrReplaceAll(s, {{"'", "'\\''"}}) + "'";
 }
 
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 struct Job {
   int exit_code = -1;
@@ -57,8 +51,8 @@ Job RunShell(const std::string& dir, const std::string& command) {
   const int status = std::system(full.c_str());
   Job job;
   job.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  job.out = ReadText(dir + "/out");
-  job.err = ReadText(dir + "/err");
+  job.out = ReadTextFile(dir + "/out");
+  job.err = ReadTextFile(dir + "/err");
   EXPECT_THAT(job.err, Not(HasSubstr("timeout: sending signal"))) << "the job hung: " << command;
   return job;
 }
@@ -73,7 +67,7 @@ class TwoHostTest : public ::testing::Test {
     const std::string up = absl::StrCat(kScript, " up ", dir_, " ", name, " 2> ", dir_, "/up.err");
     if (std::system(up.c_str()) != 0) {
       GTEST_SKIP() << "this machine does not allow two hosts in network namespaces: "
-                   << ReadText(dir_ + "/up.err");
+                   << ReadTextFile(dir_ + "/up.err");
     }
     made_ = true;
   }
@@ -197,9 +191,9 @@ TEST_F(TwoHostTest, SurvivorsRecordsReachRankZero) {
                                        "JITPIPE_TEST_FLIGHT_DIR=", flight),
                           /*slots=*/2);
   EXPECT_NE(job.exit_code, 0);
-  EXPECT_FALSE(ReadText(on_b + "/rank_3.json").empty());
+  EXPECT_FALSE(ReadTextFile(on_b + "/rank_3.json").empty());
   for (int w : {0, 1, 3}) {
-    EXPECT_FALSE(ReadText(absl::StrCat(on_a, "/rank_", w, ".json")).empty())
+    EXPECT_FALSE(ReadTextFile(absl::StrCat(on_a, "/rank_", w, ".json")).empty())
         << w << "\n" << job.out << job.err;
   }
   CliResult analysis = RunCli({"fr-analyze", on_a});

@@ -29,6 +29,13 @@ std::string ReadTestdata(const std::string& relative) {
   return out.str();
 }
 
+std::string ReadTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
 nlohmann::json ReadTestdataJson(const std::string& relative) {
   return nlohmann::json::parse(ReadTestdata(relative));
 }

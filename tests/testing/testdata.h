@@ -20,6 +20,9 @@ std::vector<std::string> ListTestdata(const std::string& dir, const std::string&
 // A fresh directory under the test's temporary directory.
 std::string MakeTempDir(const std::string& name);
 void WriteTextFile(const std::string& path, const std::string& contents);
+// The file's contents; "" when it is missing or unreadable (tests that
+// expect a file say so by checking for "").
+std::string ReadTextFile(const std::string& path);
 
 struct CliResult {
   int exit_code = -1;  // 128 + signal when killed by a signal; -2 on timeout
