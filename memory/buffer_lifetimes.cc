@@ -108,9 +108,16 @@ void LifetimeBuilder::AddActivations(int stage, int mb) {
     }
     Add(input);
   }
-  Buffer stash = Make(BufferKind::kStash, stage, mb, cost.stash_bytes);
-  Produced(stash, sl.f, std::max(sl.f, sl.LastBackward()));
-  Add(stash);
+  // One buffer per stash segment, consecutive ids, segment order.
+  const int32_t segments = std::max<int32_t>(1, static_cast<int32_t>(cost.stash_segments.size()));
+  for (int32_t k = 0; k < segments; ++k) {
+    Buffer stash = Make(BufferKind::kStash, stage, mb,
+                        cost.stash_segments.empty() ? cost.stash_bytes : cost.stash_segments[k]);
+    stash.segment = k;
+    stash.segments = segments;
+    Produced(stash, sl.f, std::max(sl.f, sl.LastBackward()));
+    Add(stash);
+  }
 
   Buffer output = Make(BufferKind::kOutput, stage, mb, cost.output_bytes);
   if (slots_.NextLocal(stage)) {
@@ -252,6 +259,7 @@ MemoryCategory Buffer::category() const {
 std::string Buffer::ToString() const {
   std::string out = absl::StrCat(BufferKindName(kind), " ", stage);
   if (microbatch != kNoMicrobatch) absl::StrAppend(&out, "/", microbatch);
+  if (segments > 1) absl::StrAppend(&out, " segment ", segment + 1, " of ", segments);
   absl::StrAppend(&out, " ", bytes, " B [", alloc_index, ", ", free_index, "]");
   if (received) absl::StrAppend(&out, " received");
   if (alloc_timing == AllocTiming::kStepStart) absl::StrAppend(&out, " from step start");

@@ -18,7 +18,9 @@
 //               the output of F(s-1,m) (see handoff_stage). Needed by F, W and
 //               B; freed after the last of them (eager: received ones at step
 //               end).
-//   stash       stash_bytes, allocated at F, freed after the last of I/W/B.
+//   stash       stash_bytes, allocated at F, freed after the last of I/W/B;
+//               one buffer per segment (StageCost::stash_segments: a layered
+//               model's layers), consecutive ids in segment order.
 //   output      output_bytes, allocated at F. Last stage: freed after F. Next
 //               stage remote: jit frees it after SEND_F, marked kAfterSend
 //               (the transfer completes later in time; SendCompletionModel
@@ -119,6 +121,10 @@ struct Buffer {
   // The V turn: the output of `stage` is also the input of handoff_stage, the
   // input_grad of `stage` also the output_grad of handoff_stage. -1: none.
   int32_t handoff_stage = -1;
+  // A stash in segments: this buffer is segment `segment` (0-based) of
+  // `segments`; 0 of 1 for every other buffer.
+  int32_t segment = 0;
+  int32_t segments = 1;
   int64_t bytes = 0;
   int32_t alloc_index = 0;
   int32_t free_index = 0;
@@ -133,7 +139,8 @@ struct Buffer {
   int32_t needed_until = 0;
 
   MemoryCategory category() const;
-  // e.g. "output 3/5 1048576 B [12, 14] after send, input of stage 4".
+  // e.g. "output 3/5 1048576 B [12, 14] after send, input of stage 4",
+  // "stash 2/0 segment 2 of 4 134217728 B [3, 40]".
   std::string ToString() const;
 };
 

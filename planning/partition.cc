@@ -144,12 +144,14 @@ int CountKind(const LayeredModel& model, const Partition& p, int stage, LayerKin
 StageSpec StageSum(const LayeredModel& model, int begin, int end) {
   double f = 0, i = 0, w = 0;
   int64_t stash = 0, params = 0;
+  std::vector<int64_t> segments;  // each layer's stash is an allocation of its own
   for (int k = begin; k < end; ++k) {
     const LayerCost& layer = model.layers[k];
     f += layer.forward_us;
     i += layer.backward_input_us;
     w += layer.backward_weight_us;
     stash += layer.stash_bytes;
+    if (layer.stash_bytes > 0) segments.push_back(layer.stash_bytes);
     params += layer.param_bytes;
   }
   const int64_t input = begin == 0 ? model.input_bytes : model.layers[begin - 1].output_bytes;
@@ -161,6 +163,7 @@ StageSpec StageSum(const LayeredModel& model, int begin, int end) {
   spec.input_bytes = input;
   spec.output_bytes = output;
   spec.stash_bytes = stash;
+  if (segments.size() > 1) spec.stash_segments = std::move(segments);
   spec.param_bytes = params;
   return spec;
 }

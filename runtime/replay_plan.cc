@@ -107,6 +107,8 @@ absl::StatusOr<Model> ModelWithStageSizes(Model model, int num_stages, StageFact
     entry->spec.input_bytes = sizes.input_bytes;
     entry->spec.output_bytes = sizes.output_bytes;
     entry->spec.stash_bytes = sizes.stash_bytes;
+    entry->spec.stash_segments.reset();  // none: one buffer
+    if (!sizes.stash_segments.empty()) entry->spec.stash_segments = sizes.stash_segments;
     entry->spec.param_bytes = sizes.param_grad_bytes / grad_bytes * param_bytes;
   }
   return model;

@@ -2,6 +2,7 @@
 // makes the device world the request names, the stages it runs on it, runs
 // the replay and, for the device mlp and transformer, checks it against the
 // cpu reference where its gradients are.
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -114,12 +115,15 @@ absl::Status CheckPlannedSizes(const ReplayPlan& plan, const TransformerOptions&
     const StageCost c = plan.model.ForStage(s);
     const int64_t params = d.param_grad_bytes / grad_bytes * param_bytes;
     if (d.input_bytes != c.input_bytes || d.output_bytes != c.output_bytes ||
-        d.stash_bytes != c.stash_bytes || params != c.param_bytes) {
+        d.stash_bytes != c.stash_bytes || d.stash_segments != c.stash_segments ||
+        params != c.param_bytes) {
       return absl::FailedPreconditionError(absl::StrCat(
           "stage ", s, " of the model (input ", c.input_bytes, ", output ", c.output_bytes,
-          ", stash ", c.stash_bytes, ", params ", c.param_bytes,
+          ", stash ", c.stash_bytes, " in ", std::max<size_t>(1, c.stash_segments.size()),
+          " segments, params ", c.param_bytes,
           " bytes) differs from the cuda transformer stage's (", d.input_bytes, ", ",
-          d.output_bytes, ", ", d.stash_bytes, ", ", params,
+          d.output_bytes, ", ", d.stash_bytes, " in ", std::max<size_t>(1, d.stash_segments.size()),
+          ", ", params,
           "); write the model with `jitpipe model ... --dtype bf16`"));
     }
   }

@@ -27,24 +27,24 @@ class TimedStage final : public Stage {
     return inner_->LoadInput(ctx, microbatch, input);
   }
   absl::Status Forward(const ExecutionContext& ctx, int microbatch, ConstBytes input,
-                       MutableBytes output, MutableBytes stash) override {
+                       MutableBytes output, StashView stash) override {
     return Timed(ctx, 0, [&] { return inner_->Forward(ctx, microbatch, input, output, stash); });
   }
   absl::Status BackwardInput(const ExecutionContext& ctx, int microbatch, ConstBytes output_grad,
-                             MutableBytes stash, MutableBytes input_grad) override {
+                             StashView stash, MutableBytes input_grad) override {
     return Timed(ctx, 1, [&] {
       return inner_->BackwardInput(ctx, microbatch, output_grad, stash, input_grad);
     });
   }
   absl::Status BackwardWeight(const ExecutionContext& ctx, int microbatch, ConstBytes input,
-                              ConstBytes output_grad, ConstBytes stash,
+                              ConstBytes output_grad, StashView stash,
                               MutableBytes param_grad) override {
     return Timed(ctx, 2, [&] {
       return inner_->BackwardWeight(ctx, microbatch, input, output_grad, stash, param_grad);
     });
   }
   absl::Status Backward(const ExecutionContext& ctx, int microbatch, ConstBytes input,
-                        ConstBytes output_grad, MutableBytes stash, MutableBytes input_grad,
+                        ConstBytes output_grad, StashView stash, MutableBytes input_grad,
                         MutableBytes param_grad) override {
     return Timed(ctx, 3, [&] {
       return inner_->Backward(ctx, microbatch, input, output_grad, stash, input_grad, param_grad);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -32,6 +33,30 @@ using model_fields::WholeNumber;
 constexpr Dtype kAllDtypes[] = {Dtype::kFp32, Dtype::kBf16, Dtype::kFp16, Dtype::kFp8E4m3,
                                 Dtype::kFp8E5m2};
 
+// "stash_segments": an array of whole numbers (ranges: CheckStageSpec).
+absl::Status ReadStashSegments(const nlohmann::json& obj, absl::string_view path,
+                               std::optional<std::vector<int64_t>>& out) {
+  auto it = obj.find("stash_segments");
+  if (it == obj.end()) return absl::OkStatus();
+  const std::string field = Field(path, "stash_segments");
+  if (!it->is_array()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", field, "\" must be an array of byte sizes, found ", Found(*it)));
+  }
+  if (it->size() > static_cast<size_t>(kMaxStashSegments)) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", field, "\" has ", it->size(),
+                                                   " segments; at most ", kMaxStashSegments));
+  }
+  std::vector<int64_t> segments;
+  segments.reserve(it->size());
+  for (size_t i = 0; i < it->size(); ++i) {
+    ASSIGN_OR_RETURN(int64_t bytes, WholeNumber((*it)[i], absl::StrCat(field, "[", i, "]"), 0));
+    segments.push_back(bytes);
+  }
+  out = std::move(segments);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<StageSpec> ParseStageSpec(const nlohmann::json& obj, absl::string_view path) {
   if (!obj.is_object()) {
     return absl::InvalidArgumentError(
@@ -46,6 +71,7 @@ absl::StatusOr<StageSpec> ParseStageSpec(const nlohmann::json& obj, absl::string
   RETURN_IF_ERROR(ReadBytes(obj, "input_bytes", path, s.input_bytes));
   RETURN_IF_ERROR(ReadBytes(obj, "output_bytes", path, s.output_bytes));
   RETURN_IF_ERROR(ReadBytes(obj, "stash_bytes", path, s.stash_bytes));
+  RETURN_IF_ERROR(ReadStashSegments(obj, path, s.stash_segments));
   RETURN_IF_ERROR(ReadBytes(obj, "param_bytes", path, s.param_bytes));
   return s;
 }
@@ -89,6 +115,34 @@ absl::StatusOr<Model> FromDocument(const nlohmann::json& doc) {
   return model;
 }
 
+// Each segment in bytes' range, at most kMaxStashSegments of them, and their
+// sum stash_bytes when that is given too.
+absl::Status CheckStashSegments(const StageSpec& s, absl::string_view path) {
+  if (!s.stash_segments.has_value() || s.stash_segments->empty()) return absl::OkStatus();
+  const std::string field = Field(path, "stash_segments");
+  const std::vector<int64_t>& segments = *s.stash_segments;
+  if (segments.size() > static_cast<size_t>(kMaxStashSegments)) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", field, "\" has ", segments.size(),
+                                                   " segments; at most ", kMaxStashSegments));
+  }
+  int64_t sum = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    RETURN_IF_ERROR(CheckBytes(segments[i], absl::StrCat(field, "[", i, "]")));
+    sum += segments[i];  // < 2^16 x 2^40: no overflow
+  }
+  if (sum > kMaxModelBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", field, "\" sum to ", sum,
+                                                   " bytes; at most ", kMaxModelBytes,
+                                                   " (1 TiB) per stash"));
+  }
+  if (s.stash_bytes.has_value() && *s.stash_bytes != sum) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", field, "\" sum to ", sum,
+                                                   " bytes but \"", Field(path, "stash_bytes"),
+                                                   "\" is ", *s.stash_bytes));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckStageSpec(const StageSpec& s, absl::string_view path, Dtype param_dtype) {
   RETURN_IF_ERROR(CheckTime(s.forward_us, Field(path, "forward_us")));
   RETURN_IF_ERROR(CheckTime(s.backward_input_us, Field(path, "backward_input_us")));
@@ -98,6 +152,7 @@ absl::Status CheckStageSpec(const StageSpec& s, absl::string_view path, Dtype pa
   RETURN_IF_ERROR(CheckBytes(s.input_bytes, Field(path, "input_bytes")));
   RETURN_IF_ERROR(CheckBytes(s.output_bytes, Field(path, "output_bytes")));
   RETURN_IF_ERROR(CheckBytes(s.stash_bytes, Field(path, "stash_bytes")));
+  RETURN_IF_ERROR(CheckStashSegments(s, path));
   RETURN_IF_ERROR(CheckBytes(s.param_bytes, Field(path, "param_bytes")));
   if (!s.param_bytes.has_value()) return absl::OkStatus();
   return CheckWholeElements(*s.param_bytes, param_dtype, Field(path, "param_bytes"),
@@ -171,9 +226,18 @@ StageCost Model::ForStage(int stage) const {
   c.overlap_f_b_us = overlap.value_or(c.forward_us + c.backward_us);
   c.input_bytes = Pick(over.input_bytes, defaults.input_bytes);
   c.output_bytes = Pick(over.output_bytes, defaults.output_bytes);
-  c.stash_bytes = Pick(over.stash_bytes, defaults.stash_bytes);
+  const StageSpec& stash =
+      over.stash_bytes.has_value() || over.stash_segments.has_value() ? over : defaults;
+  c.stash_segments = stash.stash_segments.value_or(std::vector<int64_t>{});
+  c.stash_bytes = stash.stash_bytes.value_or(
+      std::accumulate(c.stash_segments.begin(), c.stash_segments.end(), int64_t{0}));
   c.param_bytes = Pick(over.param_bytes, defaults.param_bytes);
   return c;
+}
+
+std::vector<int64_t> StageCost::StashAllocations() const {
+  if (stash_segments.empty()) return {stash_bytes};
+  return stash_segments;
 }
 
 int64_t Model::ParamElements(int stage) const {

@@ -19,6 +19,12 @@
 //   input_bytes       a stage input activation (and its gradient)
 //   output_bytes      a stage output (and the gradient received for it)
 //   stash_bytes       what F saves for the backward
+//   stash_segments    optional: the stash as the tensors it is made of, each
+//                     allocated on its own (one per layer in a model partitioned
+//                     from layers), e.g. [134217728, 134217728, 428498944]; they
+//                     sum to stash_bytes (which may then be left out). Absent
+//                     or []: one allocation of stash_bytes. A segment is planned as its
+//                     own buffer, so the arena may place the segments apart.
 //   param_bytes       the stage's parameters, in dp.param_dtype
 // A "stages" entry overrides the keys it gives for the stage "index"; every
 // other key comes from "defaults".
@@ -92,8 +98,12 @@ struct StageSpec {
   std::optional<int64_t> input_bytes;
   std::optional<int64_t> output_bytes;
   std::optional<int64_t> stash_bytes;
+  std::optional<std::vector<int64_t>> stash_segments;
   std::optional<int64_t> param_bytes;
 };
+
+// At most this many stash segments per stage.
+inline constexpr int kMaxStashSegments = 1 << 16;
 
 struct StageOverride {
   int index = 0;  // the stage it applies to
@@ -111,7 +121,14 @@ struct StageCost {
   int64_t input_bytes = 0;
   int64_t output_bytes = 0;
   int64_t stash_bytes = 0;
+  // Empty: one allocation of stash_bytes; else the segments, summing to it.
+  // From the same entry as stash_bytes (an override giving either key
+  // replaces both of the defaults').
+  std::vector<int64_t> stash_segments = {};
   int64_t param_bytes = 0;
+
+  // The stash's allocations: stash_segments, or {stash_bytes} without them.
+  std::vector<int64_t> StashAllocations() const;
 };
 
 // A link: a transfer of b bytes takes latency_us + b / (gb_per_s * 1e3) us.

@@ -40,6 +40,21 @@ class Mirror {
     writes_.push_back({device, host});
     return host;
   }
+  // Host copies of a stash's segments: written back by Flush unless
+  // `read_only`, filled from the device first when `read_first`.
+  absl::StatusOr<StashSegments> Stash(StashView device, bool read_first, bool read_only) {
+    StashSegments host;
+    for (size_t i = 0; i < device.count(); ++i) {
+      MutableBytes segment;
+      if (read_only) {
+        ASSIGN_OR_RETURN(segment, Read(device.segment(i)));
+      } else {
+        ASSIGN_OR_RETURN(segment, Write(device.segment(i), read_first));
+      }
+      host.push_back(segment);
+    }
+    return host;
+  }
   // Copies the written buffers back and waits for the copies.
   absl::Status Flush() {
     for (const auto& [device, host] : writes_) {
@@ -70,44 +85,44 @@ class HostStagedStage final : public Stage {
     return mirror.Flush();
   }
   absl::Status Forward(const ExecutionContext& ctx, int m, ConstBytes input, MutableBytes output,
-                       MutableBytes stash) override {
+                       StashView stash) override {
     Mirror mirror(ctx);
     ASSIGN_OR_RETURN(MutableBytes in, mirror.Read(input));
     ASSIGN_OR_RETURN(MutableBytes out, mirror.Write(output, false));
-    ASSIGN_OR_RETURN(MutableBytes st, mirror.Write(stash, false));
-    RETURN_IF_ERROR(inner_->Forward(kHost, m, in, out, st));
+    ASSIGN_OR_RETURN(StashSegments st, mirror.Stash(stash, false, false));
+    RETURN_IF_ERROR(inner_->Forward(kHost, m, in, out, StashView(st)));
     return mirror.Flush();
   }
   absl::Status BackwardInput(const ExecutionContext& ctx, int m, ConstBytes output_grad,
-                             MutableBytes stash, MutableBytes input_grad) override {
+                             StashView stash, MutableBytes input_grad) override {
     Mirror mirror(ctx);
     ASSIGN_OR_RETURN(MutableBytes og, mirror.Read(output_grad));
-    ASSIGN_OR_RETURN(MutableBytes st, mirror.Write(stash, true));
+    ASSIGN_OR_RETURN(StashSegments st, mirror.Stash(stash, true, false));
     ASSIGN_OR_RETURN(MutableBytes ig, mirror.Write(input_grad, false));
-    RETURN_IF_ERROR(inner_->BackwardInput(kHost, m, og, st, ig));
+    RETURN_IF_ERROR(inner_->BackwardInput(kHost, m, og, StashView(st), ig));
     return mirror.Flush();
   }
   absl::Status BackwardWeight(const ExecutionContext& ctx, int m, ConstBytes input,
-                              ConstBytes output_grad, ConstBytes stash,
+                              ConstBytes output_grad, StashView stash,
                               MutableBytes param_grad) override {
     Mirror mirror(ctx);
     ASSIGN_OR_RETURN(MutableBytes in, mirror.Read(input));
     ASSIGN_OR_RETURN(MutableBytes og, mirror.Read(output_grad));
-    ASSIGN_OR_RETURN(MutableBytes st, mirror.Read(stash));
+    ASSIGN_OR_RETURN(StashSegments st, mirror.Stash(stash, true, true));
     ASSIGN_OR_RETURN(MutableBytes pg, mirror.Write(param_grad, true));
-    RETURN_IF_ERROR(inner_->BackwardWeight(kHost, m, in, og, st, pg));
+    RETURN_IF_ERROR(inner_->BackwardWeight(kHost, m, in, og, StashView(st), pg));
     return mirror.Flush();
   }
   absl::Status Backward(const ExecutionContext& ctx, int m, ConstBytes input,
-                        ConstBytes output_grad, MutableBytes stash, MutableBytes input_grad,
+                        ConstBytes output_grad, StashView stash, MutableBytes input_grad,
                         MutableBytes param_grad) override {
     Mirror mirror(ctx);
     ASSIGN_OR_RETURN(MutableBytes in, mirror.Read(input));
     ASSIGN_OR_RETURN(MutableBytes og, mirror.Read(output_grad));
-    ASSIGN_OR_RETURN(MutableBytes st, mirror.Write(stash, true));
+    ASSIGN_OR_RETURN(StashSegments st, mirror.Stash(stash, true, false));
     ASSIGN_OR_RETURN(MutableBytes ig, mirror.Write(input_grad, false));
     ASSIGN_OR_RETURN(MutableBytes pg, mirror.Write(param_grad, true));
-    RETURN_IF_ERROR(inner_->Backward(kHost, m, in, og, st, ig, pg));
+    RETURN_IF_ERROR(inner_->Backward(kHost, m, in, og, StashView(st), ig, pg));
     return mirror.Flush();
   }
   double Loss(int m) const override { return inner_->Loss(m); }

@@ -73,6 +73,7 @@ class BufferIndex {
     for (auto* table : {&input_, &stash_, &output_, &output_grad_, &input_grad_}) {
       table->assign(static_cast<size_t>(n) * mbs_, kNoBuffer);
     }
+    stash_segments_.assign(static_cast<size_t>(n) * mbs_, 0);
     param_grad_.assign(n, kNoBuffer);
     by_alloc_index_.assign(buffers.num_actions, kNoBuffer);
     for (int32_t id = 0; id < static_cast<int32_t>(buffers.buffers.size()); ++id) Add(id, buffers.buffers[id]);
@@ -81,8 +82,8 @@ class BufferIndex {
   PartBuffers For(int stage, int mb) const {
     const size_t k = Key(stage, mb);
     const int local = local_[stage];
-    return {input_[k], stash_[k], output_[k], output_grad_[k], input_grad_[k],
-            local >= 0 ? param_grad_[local] : kNoBuffer};
+    return {input_[k], stash_[k], stash_segments_[k], output_[k], output_grad_[k],
+            input_grad_[k], local >= 0 ? param_grad_[local] : kNoBuffer};
   }
   int32_t AllocatedAt(int index) const { return by_alloc_index_[index]; }
   int32_t ParamGrad(int stage) const { return param_grad_[local_[stage]]; }
@@ -93,7 +94,12 @@ class BufferIndex {
   void Add(int32_t id, const Buffer& b) {
     switch (b.kind) {
       case BufferKind::kInput: input_[Key(b.stage, b.microbatch)] = id; break;
-      case BufferKind::kStash: stash_[Key(b.stage, b.microbatch)] = id; break;
+      case BufferKind::kStash:
+        if (b.segment == 0) {
+          stash_[Key(b.stage, b.microbatch)] = id;
+          stash_segments_[Key(b.stage, b.microbatch)] = b.segments;
+        }
+        break;
       case BufferKind::kOutput:
         output_[Key(b.stage, b.microbatch)] = id;
         if (b.handoff_stage >= 0) input_[Key(b.handoff_stage, b.microbatch)] = id;
@@ -114,6 +120,7 @@ class BufferIndex {
   int mbs_;
   std::vector<int> local_;
   std::vector<int32_t> input_, stash_, output_, output_grad_, input_grad_, param_grad_;
+  std::vector<int32_t> stash_segments_;
   std::vector<int32_t> by_alloc_index_;
 };
 

@@ -61,7 +61,10 @@ struct Transfer {
 // input gradient).
 struct PartBuffers {
   int32_t input = kNoBuffer;
+  // The stash's first segment; its segments are ids stash .. stash +
+  // stash_segments - 1 (buffer_lifetimes.h makes them consecutive).
   int32_t stash = kNoBuffer;
+  int32_t stash_segments = 0;
   int32_t output = kNoBuffer;
   int32_t output_grad = kNoBuffer;
   int32_t input_grad = kNoBuffer;

@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "stages/exec/wait_strategy.h"
@@ -140,6 +141,19 @@ RankExecutor::RankExecutor(const Schedule& schedule, const Executable& executabl
 
 RankExecutor::~RankExecutor() = default;
 
+// The plan's stash segments of a part must be those its Stage declares.
+absl::Status RankExecutor::CheckStash(const StageSizes& z, const PartBuffers& b, int stage) const {
+  std::vector<int64_t> declared = z.stash_segments;
+  if (declared.empty()) declared.push_back(z.stash_bytes);
+  std::vector<int64_t> planned;
+  for (int32_t k = 0; k < b.stash_segments; ++k) planned.push_back(exe_.buffer_bytes[b.stash + k]);
+  if (planned == declared) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "stage ", stage, " needs its stash as buffers of ", absl::StrJoin(declared, ", "),
+      " bytes but the plan has buffers of ", absl::StrJoin(planned, ", "),
+      " bytes (plan with the Model built from the stages' Sizes())"));
+}
+
 // Every part's buffers must have the sizes its Stage reports.
 absl::Status RankExecutor::CheckSizes() const {
   std::vector<StageSizes> sizes(stages_.size());
@@ -152,7 +166,7 @@ absl::Status RankExecutor::CheckSizes() const {
       const PartBuffers& b = part.buffers;
       const std::pair<int32_t, std::pair<const char*, int64_t>> roles[] = {
           {b.input, {"input", z.input_bytes}},         {b.output, {"output", z.output_bytes}},
-          {b.stash, {"stash", z.stash_bytes}},         {b.output_grad, {"output_grad", z.output_bytes}},
+          {b.output_grad, {"output_grad", z.output_bytes}},
           {b.input_grad, {"input_grad", z.input_bytes}}, {b.param_grad, {"param_grad", z.param_grad_bytes}}};
       for (const auto& [id, role] : roles) {
         if (id == kNoBuffer || exe_.buffer_bytes[id] == role.second) continue;
@@ -162,6 +176,10 @@ absl::Status RankExecutor::CheckSizes() const {
                 " buffers but the plan has ", exe_.buffer_bytes[id],
                 " (plan with the Model built from the stages' Sizes())")),
             static_cast<int32_t>(i));
+      }
+      if (b.stash == kNoBuffer) continue;
+      if (absl::Status stash = CheckStash(z, b, part.stage); !stash.ok()) {
+        return InContext(stash, static_cast<int32_t>(i));
       }
     }
   }
@@ -342,6 +360,13 @@ absl::Status RankExecutor::RunAction(int32_t i) {
   return absl::OkStatus();  // UNSHARD, RESHARD: the plan's memory events only
 }
 
+StashView RankExecutor::Stash(const PartBuffers& b) {
+  if (b.stash_segments <= 1) return StashView(Bytes(b.stash));
+  stash_spans_.clear();
+  for (int32_t k = 0; k < b.stash_segments; ++k) stash_spans_.push_back(Bytes(b.stash + k));
+  return StashView(absl::MakeConstSpan(stash_spans_));
+}
+
 // Calls the part's Stage with the part's buffers (empty where the role does
 // not exist). A chain's first stage loads its input before the forward; a
 // chain's last stage adds its loss after it.
@@ -354,17 +379,16 @@ absl::Status RankExecutor::RunPart(const ExecPart& part) {
       if (schedule_.IsFirstStage(part.stage)) {
         RETURN_IF_ERROR(stage.LoadInput(context_, mb, Bytes(b.input)));
       }
-      RETURN_IF_ERROR(stage.Forward(context_, mb, Bytes(b.input), Bytes(b.output), Bytes(b.stash)));
+      RETURN_IF_ERROR(stage.Forward(context_, mb, Bytes(b.input), Bytes(b.output), Stash(b)));
       if (schedule_.IsLastStage(part.stage)) wait_->AddLoss(part.stage, mb);
       return absl::OkStatus();
     case ActionKind::kBackwardInput:
-      return stage.BackwardInput(context_, mb, Bytes(b.output_grad), Bytes(b.stash),
-                                 Bytes(b.input_grad));
+      return stage.BackwardInput(context_, mb, Bytes(b.output_grad), Stash(b), Bytes(b.input_grad));
     case ActionKind::kBackwardWeight:
       return stage.BackwardWeight(context_, mb, Bytes(b.input), Bytes(b.output_grad),
-                                  Bytes(b.stash), Bytes(b.param_grad));
+                                  Stash(b), Bytes(b.param_grad));
     case ActionKind::kBackward:
-      return stage.Backward(context_, mb, Bytes(b.input), Bytes(b.output_grad), Bytes(b.stash),
+      return stage.Backward(context_, mb, Bytes(b.input), Bytes(b.output_grad), Stash(b),
                             Bytes(b.input_grad), Bytes(b.param_grad));
     default:
       return absl::InternalError(absl::StrCat("a compute part of kind ", KindName(part.kind)));

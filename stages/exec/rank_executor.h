@@ -239,6 +239,7 @@ class RankExecutor {
                FlightRecorder* recorder, const RankExecutorOptions& options);
 
   absl::Status CheckSizes() const;
+  absl::Status CheckStash(const StageSizes& sizes, const PartBuffers& b, int stage) const;
 
   // Carries out the cursor's current instruction; false when it must wait
   // (blocked_ says for what). Each piece below serves one instruction; what
@@ -286,6 +287,9 @@ class RankExecutor {
   void CloseTimeline();
   absl::Status InContext(const absl::Status& status, int32_t i) const;
   MutableBytes Bytes(int32_t id) const { return id == kNoBuffer ? MutableBytes() : span_of_[id]; }
+  // A part's stash: its one buffer, or its segments' (through stash_spans_,
+  // valid until the next call).
+  StashView Stash(const PartBuffers& b);
   double NowUs() const;
 
   const Schedule& schedule_;
@@ -327,6 +331,7 @@ class RankExecutor {
   Blocked blocked_;
   StepResult result_;
   std::vector<MutableBytes> span_of_;   // per buffer id, while live
+  std::vector<MutableBytes> stash_spans_;  // Stash()'s segments
   std::vector<RequestId> recv_request_; // per RECV slot
   std::vector<RecvState> recv_state_;   // per RECV slot
   std::vector<int32_t> recv_span_;      // per RECV slot: its timeline span

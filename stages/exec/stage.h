@@ -32,9 +32,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "stages/exec/execution_context.h"
 
@@ -49,7 +53,47 @@ struct StageSizes {
   int64_t output_bytes = 0;
   int64_t stash_bytes = 0;
   int64_t param_grad_bytes = 0;
+  // Empty: the stash is one buffer; else its segments, summing to
+  // stash_bytes, in the order the stage wants them.
+  std::vector<int64_t> stash_segments = {};
 };
+
+// One microbatch's stash as a Stage call receives it: its segments (each a
+// buffer of its own), or one span holding the whole stash. A view of spans
+// the caller keeps alive for the call.
+class StashView {
+ public:
+  // No stash at all (zero segments).
+  StashView() = default;
+  // The whole stash in one span (implicit: a caller with one buffer passes
+  // it as it is).
+  StashView(MutableBytes whole) : whole_(whole), whole_given_(true) {}  // NOLINT
+  // The segments, in the stage's order.
+  explicit StashView(absl::Span<const MutableBytes> segments) : segments_(segments) {}
+
+  size_t count() const { return whole_given_ ? 1 : segments_.size(); }
+  MutableBytes segment(size_t i) const { return whole_given_ ? whole_ : segments_[i]; }
+  int64_t bytes() const;
+  // The span of a stash of one segment (a stage that declares none); an
+  // empty span for any other count, which that stage's size check rejects.
+  MutableBytes Single() const { return count() == 1 ? segment(0) : MutableBytes(); }
+
+ private:
+  MutableBytes whole_;
+  absl::Span<const MutableBytes> segments_;
+  bool whole_given_ = false;
+};
+
+using StashSegments = absl::InlinedVector<MutableBytes, 8>;
+
+// The stash as the segments a stage declared (`expected`: bytes per segment,
+// at least one): the view's own when it has as many, each of its size, or
+// the consecutive slices of a view of one span of their sum (a caller that
+// holds the stash in one buffer). Errors: InvalidArgument naming `who` and
+// both layouts, e.g. "transformer stage 3: the stash has 2 segments
+// (100, 200 bytes); expected 3 (100, 100, 100 bytes) or one of 300".
+absl::StatusOr<StashSegments> SplitStash(StashView stash, absl::Span<const int64_t> expected,
+                                         absl::string_view who);
 
 class Stage {
  public:
@@ -62,19 +106,19 @@ class Stage {
                                  MutableBytes input) = 0;
 
   virtual absl::Status Forward(const ExecutionContext& ctx, int microbatch, ConstBytes input,
-                               MutableBytes output, MutableBytes stash) = 0;
+                               MutableBytes output, StashView stash) = 0;
 
   virtual absl::Status BackwardInput(const ExecutionContext& ctx, int microbatch,
-                                     ConstBytes output_grad, MutableBytes stash,
+                                     ConstBytes output_grad, StashView stash,
                                      MutableBytes input_grad) = 0;
 
   virtual absl::Status BackwardWeight(const ExecutionContext& ctx, int microbatch, ConstBytes input,
-                                      ConstBytes output_grad, ConstBytes stash,
+                                      ConstBytes output_grad, StashView stash,
                                       MutableBytes param_grad) = 0;
 
   // A full backward; by default BackwardInput then BackwardWeight.
   virtual absl::Status Backward(const ExecutionContext& ctx, int microbatch, ConstBytes input,
-                                ConstBytes output_grad, MutableBytes stash, MutableBytes input_grad,
+                                ConstBytes output_grad, StashView stash, MutableBytes input_grad,
                                 MutableBytes param_grad);
 
   // The microbatch's loss, on a chain's last stage after its Forward; 0 on

@@ -66,7 +66,8 @@ class CostStage final : public Stage {
         compound_us_(std::move(compound_us)), microbatches_(microbatches) {}
 
   StageSizes Sizes() const override {
-    return {cost_.input_bytes, cost_.output_bytes, cost_.stash_bytes, grad_bytes_};
+    return {cost_.input_bytes, cost_.output_bytes, cost_.stash_bytes, grad_bytes_,
+            cost_.stash_segments};
   }
 
   absl::Status LoadInput(const ExecutionContext& ctx, int microbatch, MutableBytes input) override {
@@ -76,18 +77,19 @@ class CostStage final : public Stage {
   }
 
   absl::Status Forward(const ExecutionContext& ctx, int microbatch, ConstBytes input,
-                       MutableBytes output, MutableBytes stash) override {
+                       MutableBytes output, StashView stash) override {
     RETURN_IF_ERROR(RequireHost(ctx, "the cost stage"));
     RETURN_IF_ERROR(Expect(input, {stage_ - 1, microbatch, 0}, microbatch, "input"));
     Spend(ActionKind::kForward, microbatch);
     Write(output, {stage_, microbatch, 0});
-    Write(stash, {stage_, microbatch, 0});
+    for (size_t i = 0; i < stash.count(); ++i) Write(stash.segment(i), {stage_, microbatch, 0});
     return absl::OkStatus();
   }
 
   absl::Status BackwardInput(const ExecutionContext& ctx, int microbatch, ConstBytes output_grad,
-                             MutableBytes /*stash*/, MutableBytes input_grad) override {
+                             StashView stash, MutableBytes input_grad) override {
     RETURN_IF_ERROR(RequireHost(ctx, "the cost stage"));
+    RETURN_IF_ERROR(ExpectStash(stash, microbatch));
     if (!last_) {
       RETURN_IF_ERROR(Expect(output_grad, {stage_ + 1, microbatch, 1}, microbatch, "output_grad"));
     }
@@ -97,18 +99,20 @@ class CostStage final : public Stage {
   }
 
   absl::Status BackwardWeight(const ExecutionContext& ctx, int microbatch, ConstBytes /*input*/,
-                              ConstBytes /*output_grad*/, ConstBytes /*stash*/,
+                              ConstBytes /*output_grad*/, StashView stash,
                               MutableBytes param_grad) override {
     RETURN_IF_ERROR(RequireHost(ctx, "the cost stage"));
+    RETURN_IF_ERROR(ExpectStash(stash, microbatch));
     Spend(ActionKind::kBackwardWeight, microbatch);
     Write(param_grad, {stage_, microbatch, 1});
     return absl::OkStatus();
   }
 
   absl::Status Backward(const ExecutionContext& ctx, int microbatch, ConstBytes /*input*/,
-                        ConstBytes output_grad, MutableBytes /*stash*/, MutableBytes input_grad,
+                        ConstBytes output_grad, StashView stash, MutableBytes input_grad,
                         MutableBytes param_grad) override {
     RETURN_IF_ERROR(RequireHost(ctx, "the cost stage"));
+    RETURN_IF_ERROR(ExpectStash(stash, microbatch));
     if (!last_) {
       RETURN_IF_ERROR(Expect(output_grad, {stage_ + 1, microbatch, 1}, microbatch, "output_grad"));
     }
@@ -121,6 +125,17 @@ class CostStage final : public Stage {
  private:
   void Spend(ActionKind kind, int microbatch) const {
     SpendUs(TimeUs(cost_, compound_us_, microbatches_, kind, microbatch));
+  }
+
+  // Every segment still holds what this stage's F wrote: a plan that let
+  // another buffer overwrite one fails here.
+  absl::Status ExpectStash(StashView stash, int microbatch) const {
+    for (size_t i = 0; i < stash.count(); ++i) {
+      RETURN_IF_ERROR(Expect(stash.segment(i), {stage_, microbatch, 0}, microbatch,
+                             stash.count() == 1 ? std::string("stash")
+                                                : absl::StrCat("stash segment ", i + 1)));
+    }
+    return absl::OkStatus();
   }
 
   absl::Status Expect(ConstBytes bytes, const Stamp& want, int microbatch,

@@ -401,7 +401,8 @@ absl::Status CudaMlpStage::LoadInput(const ExecutionContext& ctx, int microbatch
 }
 
 absl::Status CudaMlpStage::Forward(const ExecutionContext& ctx, int microbatch, ConstBytes input,
-                                   MutableBytes output, MutableBytes stash) {
+                                   MutableBytes output, StashView stash_view) {
+  const MutableBytes stash = stash_view.Single();
   const MlpShape& s = options_.mlp.shape;
   const int64_t n = s.activation_floats();
   RETURN_IF_ERROR(CheckCall(ctx, microbatch));
@@ -441,8 +442,9 @@ absl::Status CudaMlpStage::Forward(const ExecutionContext& ctx, int microbatch, 
 // The chain's last stage has no output gradient: it derives d loss / d y
 // from the saved output and the target, straight into its last dz.
 absl::Status CudaMlpStage::BackwardInput(const ExecutionContext& ctx, int microbatch,
-                                         ConstBytes output_grad, MutableBytes stash,
+                                         ConstBytes output_grad, StashView stash_view,
                                          MutableBytes input_grad) {
+  const MutableBytes stash = stash_view.Single();
   const MlpShape& s = options_.mlp.shape;
   const int64_t n = s.activation_floats();
   RETURN_IF_ERROR(CheckCall(ctx, microbatch));
@@ -480,7 +482,8 @@ absl::Status CudaMlpStage::BackwardInput(const ExecutionContext& ctx, int microb
 
 absl::Status CudaMlpStage::BackwardWeight(const ExecutionContext& ctx, int microbatch,
                                           ConstBytes input, ConstBytes /*output_grad*/,
-                                          ConstBytes stash, MutableBytes param_grad) {
+                                          StashView stash_view, MutableBytes param_grad) {
+  const ConstBytes stash = stash_view.Single();
   const MlpShape& s = options_.mlp.shape;
   const int64_t n = s.activation_floats();
   RETURN_IF_ERROR(CheckCall(ctx, microbatch));

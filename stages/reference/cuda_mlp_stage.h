@@ -152,11 +152,11 @@ class CudaMlpStage final : public Stage {
   // microbatch's input from the stage's device copy.
   absl::Status LoadInput(const ExecutionContext& ctx, int microbatch, MutableBytes input) override;
   absl::Status Forward(const ExecutionContext& ctx, int microbatch, ConstBytes input,
-                       MutableBytes output, MutableBytes stash) override;
+                       MutableBytes output, StashView stash) override;
   absl::Status BackwardInput(const ExecutionContext& ctx, int microbatch, ConstBytes output_grad,
-                             MutableBytes stash, MutableBytes input_grad) override;
+                             StashView stash, MutableBytes input_grad) override;
   absl::Status BackwardWeight(const ExecutionContext& ctx, int microbatch, ConstBytes input,
-                              ConstBytes output_grad, ConstBytes stash,
+                              ConstBytes output_grad, StashView stash,
                               MutableBytes param_grad) override;
   // See "Losses" above: valid after the caller's synchronisation.
   double Loss(int microbatch) const override;

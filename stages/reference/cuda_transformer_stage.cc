@@ -143,12 +143,28 @@ StageSizes CudaTransformerSizes(const TransformerOptions& o, int part_index) {
   const TransformerBlockShape& s = o.shape;
   const TransformerStageParts& p = o.parts[part_index];
   const int64_t hidden_states = s.rows() * s.hidden * kBf16;
+  std::vector<int64_t> layout = CudaTransformerStashLayout(o, part_index);
+  if (layout.size() < 2) layout.clear();
   return StageSizes{
       p.embedding ? s.rows() * static_cast<int64_t>(sizeof(int64_t)) : hidden_states,
       p.loss ? static_cast<int64_t>(sizeof(float)) : hidden_states,
       p.layers * reference_cuda::CudaDecoderLayerStashBytes(s) +
           (p.loss ? reference_cuda::CudaLossHeadStashBytes(s) : 0),
-      PartParamFloats(s, p) * static_cast<int64_t>(sizeof(float))};
+      PartParamFloats(s, p) * static_cast<int64_t>(sizeof(float)), std::move(layout)};
+}
+
+std::vector<int64_t> CudaTransformerStashLayout(const TransformerOptions& o, int part_index) {
+  const TransformerBlockShape& s = o.shape;
+  const TransformerStageParts& p = o.parts[part_index];
+  std::vector<int64_t> layout(static_cast<size_t>(p.layers),
+                              reference_cuda::CudaDecoderLayerStashBytes(s));
+  if (p.loss) layout.push_back(reference_cuda::CudaLossHeadStashBytes(s));
+  if (layout.size() < 2) {
+    int64_t whole = 0;
+    for (int64_t bytes : layout) whole += bytes;
+    return {whole};
+  }
+  return layout;
 }
 
 CudaTransformerStage::CudaTransformerStage(const TransformerOptions& options,
@@ -160,7 +176,6 @@ CudaTransformerStage::CudaTransformerStage(const TransformerOptions& options,
       stage_(stage),
       replica_(replica),
       chain_(stage / layout.stages_per_chain),
-      layer_stash_(reference_cuda::CudaDecoderLayerStashBytes(options.shape)),
       finished_(finished) {}
 
 CudaTransformerStage::~CudaTransformerStage() = default;
@@ -271,10 +286,16 @@ absl::Status CudaTransformerStage::Bind(const ExecutionContext& ctx) const {
   return absl::OkStatus();
 }
 
-const std::byte* CudaTransformerStage::LayerOutputGrad(const std::byte* stash, int i,
+absl::StatusOr<StashSegments> CudaTransformerStage::Segments(StashView stash) const {
+  return SplitStash(stash,
+                    CudaTransformerStashLayout(options_, stage_ % layout_.stages_per_chain),
+                    Who(stage_));
+}
+
+const std::byte* CudaTransformerStage::LayerOutputGrad(const StashSegments& stash, int i,
                                                        ConstBytes output_grad) const {
-  if (i + 1 < part_.layers) return stash + (i + 1) * layer_stash_;  // the next layer's dx
-  if (part_.loss) return stash + part_.layers * layer_stash_;       // the head's dx
+  if (i + 1 < part_.layers) return LayerStash(stash, i + 1);   // the next layer's dx
+  if (part_.loss) return LayerStash(stash, part_.layers);      // the head's dx
   return output_grad.data();
 }
 
@@ -295,17 +316,16 @@ absl::Status CudaTransformerStage::LoadInput(const ExecutionContext& ctx, int mi
 
 absl::Status CudaTransformerStage::Forward(const ExecutionContext& ctx, int microbatch,
                                            ConstBytes input, MutableBytes output,
-                                           MutableBytes stash) {
+                                           StashView stash) {
   const StageSizes sizes = Sizes();
   RETURN_IF_ERROR(CheckCall(ctx, microbatch));
   RETURN_IF_ERROR(Check("input", input.size(), sizes.input_bytes, false));
   RETURN_IF_ERROR(Check("output", output.size(), sizes.output_bytes, part_.loss));
-  RETURN_IF_ERROR(Check("stash", stash.size(), sizes.stash_bytes, false));
+  ASSIGN_OR_RETURN(const StashSegments st, Segments(stash));
   RETURN_IF_ERROR(Bind(ctx));
   const TransformerBlockShape& s = options_.shape;
   const reference_cuda::CudaLayerContext lc{&s, device_->blas,
                                             static_cast<cudaStream_t>(ctx.stream), &device_->ws};
-  std::byte* st = stash.data();
   auto input_of = [&](int layer) -> Bf16* {  // where layer `layer` (or the head) reads x
     if (layer < part_.layers) return reinterpret_cast<Bf16*>(LayerStash(st, layer));
     return part_.loss ? reinterpret_cast<Bf16*>(LayerStash(st, part_.layers)) : As<Bf16>(output);
@@ -335,20 +355,19 @@ absl::Status CudaTransformerStage::Forward(const ExecutionContext& ctx, int micr
 }
 
 absl::Status CudaTransformerStage::BackwardInput(const ExecutionContext& ctx, int microbatch,
-                                                 ConstBytes output_grad, MutableBytes stash,
+                                                 ConstBytes output_grad, StashView stash,
                                                  MutableBytes input_grad) {
   const StageSizes sizes = Sizes();
   RETURN_IF_ERROR(CheckCall(ctx, microbatch));
   RETURN_IF_ERROR(Check("output_grad", output_grad.size(), part_.loss ? 0 : sizes.output_bytes,
                         part_.loss));
-  RETURN_IF_ERROR(Check("stash", stash.size(), sizes.stash_bytes, false));
+  ASSIGN_OR_RETURN(const StashSegments st, Segments(stash));
   RETURN_IF_ERROR(Check("input_grad", input_grad.size(),
                         part_.embedding ? 0 : sizes.input_bytes, part_.embedding));
   RETURN_IF_ERROR(Bind(ctx));
   const TransformerBlockShape& s = options_.shape;
   const reference_cuda::CudaLayerContext lc{&s, device_->blas,
                                             static_cast<cudaStream_t>(ctx.stream), &device_->ws};
-  std::byte* st = stash.data();
   float* pending = static_cast<float*>(device_->pending.get());
   const Bf16* all = static_cast<const Bf16*>(device_->params.get());
   const Bf16* layer_params = all + (part_.embedding ? EmbeddingParamFloats(s) : 0);
@@ -366,31 +385,30 @@ absl::Status CudaTransformerStage::BackwardInput(const ExecutionContext& ctx, in
         pending + 2 * s.hidden * i));
   }
   if (!input_grad.empty()) {  // the first layer's input gradient (or the head's)
-    CUDA_CALL(cudaMemcpyAsync(input_grad.data(), st, input_grad.size(), cudaMemcpyDeviceToDevice,
-                              lc.stream));
+    CUDA_CALL(cudaMemcpyAsync(input_grad.data(), st.front().data(), input_grad.size(),
+                              cudaMemcpyDeviceToDevice, lc.stream));
   }
   return absl::OkStatus();
 }
 
 absl::Status CudaTransformerStage::BackwardWeight(const ExecutionContext& ctx, int microbatch,
                                                   ConstBytes input, ConstBytes output_grad,
-                                                  ConstBytes stash, MutableBytes param_grad) {
+                                                  StashView stash, MutableBytes param_grad) {
   const StageSizes sizes = Sizes();
   RETURN_IF_ERROR(CheckCall(ctx, microbatch));
   RETURN_IF_ERROR(Check("input", input.size(), sizes.input_bytes, false));
   RETURN_IF_ERROR(Check("output_grad", output_grad.size(), part_.loss ? 0 : sizes.output_bytes,
                         part_.loss));
-  RETURN_IF_ERROR(Check("stash", stash.size(), sizes.stash_bytes, false));
+  ASSIGN_OR_RETURN(const StashSegments st, Segments(stash));
   RETURN_IF_ERROR(Check("param_grad", param_grad.size(), sizes.param_grad_bytes, false));
   RETURN_IF_ERROR(Bind(ctx));
   const TransformerBlockShape& s = options_.shape;
   const reference_cuda::CudaLayerContext lc{&s, device_->blas,
                                             static_cast<cudaStream_t>(ctx.stream), &device_->ws};
-  const std::byte* st = stash.data();
   float* g = As<float>(param_grad);
   float* pending = static_cast<float*>(device_->pending.get());
   if (part_.embedding) {
-    const std::byte* dy = part_.layers > 0 || part_.loss ? st : output_grad.data();
+    const std::byte* dy = part_.layers > 0 || part_.loss ? st.front().data() : output_grad.data();
     CUDA_CALL(reference_cuda::LaunchEmbeddingBackwardWeight(
         As<int64_t>(input), reinterpret_cast<const Bf16*>(dy), s.rows(), s.hidden, g, lc.stream));
     g += EmbeddingParamFloats(s);
@@ -398,13 +416,13 @@ absl::Status CudaTransformerStage::BackwardWeight(const ExecutionContext& ctx, i
   for (int i = 0; i < part_.layers; ++i) {
     RETURN_IF_ERROR(reference_cuda::CudaDecoderBackwardWeight(
         lc, reinterpret_cast<const Bf16*>(LayerOutputGrad(st, i, output_grad)),
-        st + i * layer_stash_, g));
+        LayerStash(st, i), g));
     RETURN_IF_ERROR(reference_cuda::CudaAddDecoderNormGrads(lc, pending + 2 * s.hidden * i, g));
     g += DecoderLayerParamFloats(s);
   }
   if (part_.loss) {
     RETURN_IF_ERROR(
-        reference_cuda::CudaLossHeadBackwardWeight(lc, st + part_.layers * layer_stash_, g));
+        reference_cuda::CudaLossHeadBackwardWeight(lc, LayerStash(st, part_.layers), g));
     CUDA_CALL(reference_cuda::LaunchAddInto(pending + 2 * s.hidden * part_.layers, s.hidden, g,
                                                lc.stream));
   }

@@ -69,6 +69,9 @@ absl::Status ValidateCudaTransformerOptions(const TransformerOptions& options);
 
 // The sizes a stage of part `part` reports (see above).
 StageSizes CudaTransformerSizes(const TransformerOptions& options, int part);
+// The part's stash segments: every layer's, then the head's; one of the
+// whole when that makes fewer than two (as the CPU stage's).
+std::vector<int64_t> CudaTransformerStashLayout(const TransformerOptions& options, int part);
 
 namespace reference_cuda {
 struct TransformerDevice;     // cuda_transformer_stage.cc: device memory, cuBLAS handle
@@ -94,11 +97,11 @@ class CudaTransformerStage final : public Stage {
   StageSizes Sizes() const override;
   absl::Status LoadInput(const ExecutionContext& ctx, int microbatch, MutableBytes input) override;
   absl::Status Forward(const ExecutionContext& ctx, int microbatch, ConstBytes input,
-                       MutableBytes output, MutableBytes stash) override;
+                       MutableBytes output, StashView stash) override;
   absl::Status BackwardInput(const ExecutionContext& ctx, int microbatch, ConstBytes output_grad,
-                             MutableBytes stash, MutableBytes input_grad) override;
+                             StashView stash, MutableBytes input_grad) override;
   absl::Status BackwardWeight(const ExecutionContext& ctx, int microbatch, ConstBytes input,
-                              ConstBytes output_grad, ConstBytes stash,
+                              ConstBytes output_grad, StashView stash,
                               MutableBytes param_grad) override;
   double Loss(int microbatch) const override;
   absl::Status FinishStep(const ExecutionContext& ctx, ConstBytes param_grad) override;
@@ -110,9 +113,13 @@ class CudaTransformerStage final : public Stage {
                      bool may_be_empty) const;
   absl::Status CheckCall(const ExecutionContext& ctx, int microbatch) const;
   absl::Status Bind(const ExecutionContext& ctx) const;
-  std::byte* LayerStash(std::byte* stash, int i) const { return stash + i * layer_stash_; }
+  // The stash's segments (CudaTransformerStashLayout), checked.
+  absl::StatusOr<StashSegments> Segments(StashView stash) const;
+  // Layer i's stash; i == part's layers: the head's.
+  static std::byte* LayerStash(const StashSegments& stash, int i) { return stash[i].data(); }
   // The gradient of layer i's output as W and I read it (bf16).
-  const std::byte* LayerOutputGrad(const std::byte* stash, int i, ConstBytes output_grad) const;
+  const std::byte* LayerOutputGrad(const StashSegments& stash, int i,
+                                   ConstBytes output_grad) const;
 
   const TransformerOptions options_;
   const MlpLayout layout_;
@@ -120,7 +127,6 @@ class CudaTransformerStage final : public Stage {
   const int stage_;
   const int replica_;
   const int chain_;
-  const int64_t layer_stash_;  // bytes per layer
   reference_cuda::TransformerGradSlot* const finished_;
   std::unique_ptr<reference_cuda::TransformerDevice> device_;
 };

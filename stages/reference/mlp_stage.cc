@@ -69,7 +69,8 @@ absl::Status MlpStage::LoadInput(const ExecutionContext& ctx, int microbatch, Mu
 }
 
 absl::Status MlpStage::Forward(const ExecutionContext& ctx, int microbatch, ConstBytes input,
-                               MutableBytes output, MutableBytes stash) {
+                               MutableBytes output, StashView stash_view) {
+  const MutableBytes stash = stash_view.Single();
   const MlpShape& s = options_.shape;
   const int64_t n = s.activation_floats();
   RETURN_IF_ERROR(CheckCall(ctx, microbatch));
@@ -90,8 +91,9 @@ absl::Status MlpStage::Forward(const ExecutionContext& ctx, int microbatch, Cons
 // The chain's last stage has no output gradient: it derives d loss / d y
 // from the saved output and the target, straight into its last dz.
 absl::Status MlpStage::BackwardInput(const ExecutionContext& ctx, int microbatch,
-                                     ConstBytes output_grad, MutableBytes stash,
+                                     ConstBytes output_grad, StashView stash_view,
                                      MutableBytes input_grad) {
+  const MutableBytes stash = stash_view.Single();
   const MlpShape& s = options_.shape;
   const int64_t n = s.activation_floats();
   RETURN_IF_ERROR(CheckCall(ctx, microbatch));
@@ -112,8 +114,9 @@ absl::Status MlpStage::BackwardInput(const ExecutionContext& ctx, int microbatch
 }
 
 absl::Status MlpStage::BackwardWeight(const ExecutionContext& ctx, int microbatch, ConstBytes input,
-                                      ConstBytes /*output_grad*/, ConstBytes stash,
+                                      ConstBytes /*output_grad*/, StashView stash_view,
                                       MutableBytes param_grad) {
+  const ConstBytes stash = stash_view.Single();
   const MlpShape& s = options_.shape;
   const int64_t n = s.activation_floats();
   RETURN_IF_ERROR(CheckCall(ctx, microbatch));

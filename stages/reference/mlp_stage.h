@@ -69,11 +69,11 @@ class MlpStage final : public Stage {
   // stream: the reference computes on the host.
   absl::Status LoadInput(const ExecutionContext& ctx, int microbatch, MutableBytes input) override;
   absl::Status Forward(const ExecutionContext& ctx, int microbatch, ConstBytes input,
-                       MutableBytes output, MutableBytes stash) override;
+                       MutableBytes output, StashView stash) override;
   absl::Status BackwardInput(const ExecutionContext& ctx, int microbatch, ConstBytes output_grad,
-                             MutableBytes stash, MutableBytes input_grad) override;
+                             StashView stash, MutableBytes input_grad) override;
   absl::Status BackwardWeight(const ExecutionContext& ctx, int microbatch, ConstBytes input,
-                              ConstBytes output_grad, ConstBytes stash,
+                              ConstBytes output_grad, StashView stash,
                               MutableBytes param_grad) override;
   double Loss(int microbatch) const override;
   absl::Status FinishStep(const ExecutionContext& ctx, ConstBytes param_grad) override;

@@ -133,11 +133,24 @@ TransformerStage::TransformerStage(const TransformerOptions& options, const MlpL
 
 StageSizes TransformerStage::Sizes() const {
   const int64_t hidden_states = shape_.rows() * shape_.hidden * kFloat;
+  std::vector<int64_t> layout = StashLayout();
+  if (layout.size() < 2) layout.clear();
   return StageSizes{part_.embedding ? shape_.rows() * static_cast<int64_t>(sizeof(int64_t))
                                     : hidden_states,
                     part_.loss ? kFloat : hidden_states,
                     PartStashFloats(shape_, part_) * kFloat,
-                    PartParamFloats(shape_, part_) * kFloat};
+                    PartParamFloats(shape_, part_) * kFloat, std::move(layout)};
+}
+
+std::vector<int64_t> TransformerStage::StashLayout() const {
+  std::vector<int64_t> layout(static_cast<size_t>(part_.layers), layer_stash_ * kFloat);
+  if (part_.loss) layout.push_back(LossHeadStashFloats(shape_) * kFloat);
+  if (layout.size() < 2) return {PartStashFloats(shape_, part_) * kFloat};
+  return layout;
+}
+
+absl::StatusOr<StashSegments> TransformerStage::Segments(StashView stash) const {
+  return SplitStash(stash, StashLayout(), absl::StrCat("transformer stage ", stage_));
 }
 
 absl::Status TransformerStage::Check(absl::string_view role, size_t bytes, int64_t expected,
@@ -175,14 +188,13 @@ absl::Status TransformerStage::LoadInput(const ExecutionContext& ctx, int microb
 // slot), the last into the head's or into `output`.
 absl::Status TransformerStage::Forward(const ExecutionContext& ctx, int microbatch,
                                        ConstBytes input, MutableBytes output,
-                                       MutableBytes stash) {
+                                       StashView stash) {
   const StageSizes sizes = Sizes();
   RETURN_IF_ERROR(CheckCall(ctx, microbatch));
   RETURN_IF_ERROR(Check("input", input.size(), sizes.input_bytes, false));
   RETURN_IF_ERROR(Check("output", output.size(), sizes.output_bytes, part_.loss));
-  RETURN_IF_ERROR(Check("stash", stash.size(), sizes.stash_bytes, false));
+  ASSIGN_OR_RETURN(const StashSegments s, Segments(stash));
   const int64_t r = shape_.rows(), h = shape_.hidden;
-  float* s = Floats(stash);
   auto input_of = [&](int layer) -> float* {  // where layer `layer` (or the head) reads x
     if (layer < part_.layers) return LayerStash(s, layer);
     return part_.loss ? HeadStash(s) : Floats(output);
@@ -215,28 +227,28 @@ absl::Status TransformerStage::Forward(const ExecutionContext& ctx, int microbat
   return absl::OkStatus();
 }
 
-const float* TransformerStage::OutputGrad(const float* stash, ConstBytes output_grad) const {
-  if (part_.loss) return stash + part_.layers * layer_stash_;  // the head's dx (its first slot)
+const float* TransformerStage::OutputGrad(const StashSegments& stash,
+                                          ConstBytes output_grad) const {
+  if (part_.loss) return HeadStash(stash);  // the head's dx (its first slot)
   return Floats(output_grad);
 }
 
-const float* TransformerStage::LayerOutputGrad(const float* stash, int i,
+const float* TransformerStage::LayerOutputGrad(const StashSegments& stash, int i,
                                                ConstBytes output_grad) const {
-  if (i + 1 < part_.layers) return DecoderLayerInputGrad(stash + (i + 1) * layer_stash_);
+  if (i + 1 < part_.layers) return DecoderLayerInputGrad(LayerStash(stash, i + 1));
   return OutputGrad(stash, output_grad);
 }
 
 absl::Status TransformerStage::BackwardInput(const ExecutionContext& ctx, int microbatch,
-                                             ConstBytes output_grad, MutableBytes stash,
+                                             ConstBytes output_grad, StashView stash,
                                              MutableBytes input_grad) {
   const StageSizes sizes = Sizes();
   RETURN_IF_ERROR(CheckCall(ctx, microbatch));
   RETURN_IF_ERROR(Check("output_grad", output_grad.size(), part_.loss ? 0 : sizes.output_bytes,
                         part_.loss));
-  RETURN_IF_ERROR(Check("stash", stash.size(), sizes.stash_bytes, false));
+  ASSIGN_OR_RETURN(const StashSegments s, Segments(stash));
   RETURN_IF_ERROR(Check("input_grad", input_grad.size(), part_.embedding ? 0 : sizes.input_bytes,
                         part_.embedding));
-  float* s = Floats(stash);
   const int64_t h = shape_.hidden;
   const float* head_params = params_.data() + params_.size() - LossHeadParamFloats(shape_);
   if (part_.loss) {
@@ -252,38 +264,37 @@ absl::Status TransformerStage::BackwardInput(const ExecutionContext& ctx, int mi
                               pending_norms_.data() + 2 * h * i, workspace_);
   }
   if (!input_grad.empty()) {  // the first layer's input gradient (or the head's)
-    std::memcpy(input_grad.data(), s, input_grad.size());
+    std::memcpy(input_grad.data(), s.front().data(), input_grad.size());
   }
   return absl::OkStatus();
 }
 
 absl::Status TransformerStage::BackwardWeight(const ExecutionContext& ctx, int microbatch,
                                               ConstBytes input, ConstBytes output_grad,
-                                              ConstBytes stash, MutableBytes param_grad) {
+                                              StashView stash, MutableBytes param_grad) {
   const StageSizes sizes = Sizes();
   RETURN_IF_ERROR(CheckCall(ctx, microbatch));
   RETURN_IF_ERROR(Check("input", input.size(), sizes.input_bytes, false));
   RETURN_IF_ERROR(Check("output_grad", output_grad.size(), part_.loss ? 0 : sizes.output_bytes,
                         part_.loss));
-  RETURN_IF_ERROR(Check("stash", stash.size(), sizes.stash_bytes, false));
+  ASSIGN_OR_RETURN(const StashSegments s, Segments(stash));
   RETURN_IF_ERROR(Check("param_grad", param_grad.size(), sizes.param_grad_bytes, false));
-  const float* s = Floats(stash);
   const int64_t h = shape_.hidden;
   float* g = Floats(param_grad);
   if (part_.embedding) {
     // The embedding's output gradient: the first layer's input gradient.
-    const float* dy = part_.layers > 0 ? DecoderLayerInputGrad(s) : OutputGrad(s, output_grad);
+    const float* dy =
+        part_.layers > 0 ? DecoderLayerInputGrad(LayerStash(s, 0)) : OutputGrad(s, output_grad);
     EmbeddingBackwardWeight(Tokens(input), dy, shape_.rows(), h, g);
     g += EmbeddingParamFloats(shape_);
   }
   for (int i = 0; i < part_.layers; ++i) {
-    DecoderLayerBackwardWeight(shape_, LayerOutputGrad(s, i, output_grad), s + i * layer_stash_,
-                               g);
+    DecoderLayerBackwardWeight(shape_, LayerOutputGrad(s, i, output_grad), LayerStash(s, i), g);
     AddDecoderNormGrads(shape_, pending_norms_.data() + 2 * h * i, g);
     g += DecoderLayerParamFloats(shape_);
   }
   if (part_.loss) {
-    LossHeadBackwardWeight(shape_, s + part_.layers * layer_stash_, g);
+    LossHeadBackwardWeight(shape_, HeadStash(s), g);
     const float* pending = pending_norms_.data() + 2 * h * part_.layers;
     for (int64_t j = 0; j < h; ++j) g[j] += pending[j];
   }

@@ -19,7 +19,10 @@
 //   output  the hidden states, 4Rh; on the part with the loss head, the
 //           microbatch's loss (one fp32, 4 bytes), as the model's loss layer
 //   stash   every layer's DecoderLayerStashTerms, then the head's
-//           LossHeadStashTerms: the tensors the backward needs, nothing more
+//           LossHeadStashTerms: the tensors the backward needs, nothing more;
+//           one segment per layer and one for the head (StageSizes::
+//           stash_segments, when there are two or more), or the segments
+//           back to back in one span
 //           (the embedding keeps nothing: its backward reads the token ids,
 //           the input W is handed)
 //   params  [embedding][layers][head] in transformer_layer.h's layouts
@@ -97,11 +100,11 @@ class TransformerStage final : public Stage {
   // wrong size or a microbatch outside the chain's.
   absl::Status LoadInput(const ExecutionContext& ctx, int microbatch, MutableBytes input) override;
   absl::Status Forward(const ExecutionContext& ctx, int microbatch, ConstBytes input,
-                       MutableBytes output, MutableBytes stash) override;
+                       MutableBytes output, StashView stash) override;
   absl::Status BackwardInput(const ExecutionContext& ctx, int microbatch, ConstBytes output_grad,
-                             MutableBytes stash, MutableBytes input_grad) override;
+                             StashView stash, MutableBytes input_grad) override;
   absl::Status BackwardWeight(const ExecutionContext& ctx, int microbatch, ConstBytes input,
-                              ConstBytes output_grad, ConstBytes stash,
+                              ConstBytes output_grad, StashView stash,
                               MutableBytes param_grad) override;
   double Loss(int microbatch) const override;
   absl::Status FinishStep(const ExecutionContext& ctx, ConstBytes param_grad) override;
@@ -110,14 +113,23 @@ class TransformerStage final : public Stage {
   absl::Status Check(absl::string_view role, size_t bytes, int64_t expected,
                      bool may_be_empty) const;
   absl::Status CheckCall(const ExecutionContext& ctx, int microbatch) const;
+  // Bytes of each stash segment: every layer's, then the head's; one
+  // segment of the whole (possibly 0 bytes) when that makes fewer than two.
+  std::vector<int64_t> StashLayout() const;
+  // The stash's segments, checked against StashLayout().
+  absl::StatusOr<StashSegments> Segments(StashView stash) const;
   // The stash of layer i of this part, and the head's.
-  float* LayerStash(float* stash, int i) const { return stash + i * layer_stash_; }
-  float* HeadStash(float* stash) const { return stash + part_.layers * layer_stash_; }
+  static float* LayerStash(const StashSegments& stash, int i) {
+    return reinterpret_cast<float*>(stash[i].data());
+  }
+  float* HeadStash(const StashSegments& stash) const {
+    return reinterpret_cast<float*>(stash[part_.layers].data());
+  }
   // The gradient of this part's output as W sees it: the head's input
   // gradient (in the stash) on the loss part, else the output gradient.
-  const float* OutputGrad(const float* stash, ConstBytes output_grad) const;
+  const float* OutputGrad(const StashSegments& stash, ConstBytes output_grad) const;
   // The gradient of layer i's output (the next layer's input gradient).
-  const float* LayerOutputGrad(const float* stash, int i, ConstBytes output_grad) const;
+  const float* LayerOutputGrad(const StashSegments& stash, int i, ConstBytes output_grad) const;
 
   const TransformerOptions options_;
   const TransformerBlockShape& shape_;

@@ -70,6 +70,24 @@ TEST(BufferLifetimesTest, JitLastStage) {
   EXPECT_EQ(b.buffers[0].needed_from, 1);
 }
 
+// A stash in segments is one buffer per segment, consecutive, in segment
+// order, each live from F to the last backward like a whole stash.
+TEST(BufferLifetimesTest, AStashInSegmentsIsABufferPerSegment) {
+  Model m = Sizes(64, 128, 0);
+  m.defaults.stash_bytes.reset();
+  m.defaults.stash_segments = std::vector<int64_t>{100, 0, 156};
+  ASSERT_OK_AND_ASSIGN(RankBuffers b, ComputeBufferLifetimes(TwoRanks(), m, 0, {}));
+  EXPECT_THAT(Lines(b), ElementsAre("input 0/0 64 B [0, 3]",
+                                    "stash 0/0 segment 1 of 3 100 B [0, 3]",
+                                    "stash 0/0 segment 2 of 3 0 B [0, 3]",
+                                    "stash 0/0 segment 3 of 3 156 B [0, 3]",
+                                    "output 0/0 128 B [0, 1] after send",
+                                    "output_grad 0/0 128 B [2, 3] received",
+                                    "param_grad 0 0 B [3, 3] to step end"));
+  EXPECT_EQ(b.buffers[3].segment, 2);
+  EXPECT_EQ(b.buffers[3].segments, 3);
+}
+
 // PyTorch main's WAIT_SEND: a sent buffer lives until the WAIT of its send
 // (released after it, the transfer then complete), not only until the send
 // completes; eager still holds it to the step end. A reduce buffer lives

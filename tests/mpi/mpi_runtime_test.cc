@@ -83,7 +83,7 @@ class KillingFactory final : public StageFactory {
    public:
     using WrappedStage::WrappedStage;
     absl::Status Forward(const ExecutionContext& ctx, int mb, ConstBytes input, MutableBytes output,
-                         MutableBytes stash) override {
+                         StashView stash) override {
       if (mb == 1 && ++ones_ == 2) raise(SIGKILL);
       return WrappedStage::Forward(ctx, mb, input, output, stash);
     }

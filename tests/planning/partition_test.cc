@@ -119,14 +119,19 @@ TEST(PartitionTest, StageModelSumsItsLayers) {
   EXPECT_EQ(first.input_bytes, 8);
   EXPECT_EQ(first.output_bytes, 100);
   EXPECT_EQ(first.stash_bytes, 1 + 3000);
+  // Each layer's stash is an allocation of its own: a segment.
+  EXPECT_EQ(first.stash_segments, (std::vector<int64_t>{1, 1000, 1000, 1000}));
   EXPECT_EQ(first.param_bytes, 400 + 120);
   const StageCost last = staged.ForStage(3);
   EXPECT_DOUBLE_EQ(last.forward_us, 8 + 3);
   EXPECT_EQ(last.output_bytes, 4);
   EXPECT_EQ(last.stash_bytes, 1000 + 5000);
+  EXPECT_EQ(last.stash_segments, (std::vector<int64_t>{1000, 5000}));
   ASSERT_OK_AND_ASSIGN(Partition empty_middle, ParseLayout("E||t*8|L", m, 4));
   ASSERT_OK_AND_ASSIGN(jitpipe::Model gap, StageModel(m, empty_middle));
   EXPECT_EQ(gap.ForStage(1).forward_us, 0);
+  EXPECT_EQ(gap.ForStage(1).StashAllocations(), (std::vector<int64_t>{0}));  // no layer
+  EXPECT_EQ(gap.ForStage(3).StashAllocations(), (std::vector<int64_t>{5000}));  // one
   EXPECT_EQ(gap.ForStage(1).input_bytes, 100);  // passes the embedding's output on
   EXPECT_EQ(gap.ForStage(1).output_bytes, 100);
 }

@@ -333,7 +333,7 @@ class FailingFactory final : public StageFactory {
    public:
     using WrappedStage::WrappedStage;
     absl::Status Forward(const ExecutionContext& ctx, int m, ConstBytes in, MutableBytes out,
-                         MutableBytes stash) override {
+                         StashView stash) override {
       if (m == 1) return absl::InternalError("injected failure");
       return WrappedStage::Forward(ctx, m, in, out, stash);
     }

@@ -20,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "base/status_macros.h"
 #include "comm/flight_analysis.h"
@@ -31,6 +32,7 @@
 #include "scheduler/generators/generate.h"
 #include "scheduler/ir/schedule_io.h"
 #include "stages/reference/mlp_reference.h"
+#include "stages/reference/cost_stage.h"
 #include "stages/reference/mlp_stage.h"
 #include "runtime/replay_plan.h"
 #include "tests/testing/status_matchers.h"
@@ -184,7 +186,7 @@ class StuckFactory final : public StageFactory {
     Stuck(std::unique_ptr<Stage> inner, Where where, absl::Notification* release)
         : WrappedStage(std::move(inner)), where_(where), release_(release) {}
     absl::Status Forward(const ExecutionContext& ctx, int m, ConstBytes in, MutableBytes out,
-                         MutableBytes stash) override {
+                         StashView stash) override {
       if (where_ == Where::kForward && m == 0) release_->WaitForNotification();
       return WrappedStage::Forward(ctx, m, in, out, stash);
     }
@@ -391,6 +393,58 @@ TEST(InProcessRuntimeTest, RefusesOptionsOutOfRange) {
   EXPECT_EQ(Message(RunInProcess(r.plan.schedule, r.plan.executable, no_arena, *r.factory,
                                  options)),
             "rank 1: arena buffers need a plan with an arena");
+}
+
+// A stash in segments (a layered model's layers) is planned as one buffer per
+// segment, placed apart by the arena, and handed to the stage as such: the
+// cost stage stamps each segment in F and checks it in I, W and B, so a
+// plan that let anything overwrite one fails the step.
+TEST(InProcessRuntimeTest, ReplaysAStashInSegmentsThroughTheArena) {
+  for (const std::string name : {"1f1b", "interleaved-zb", "zbv", "dualpipev"}) {
+    SCOPED_TRACE(name);
+    ASSERT_OK_AND_ASSIGN(Schedule generated, Generate({name, 2, 8, 0}));
+    ASSERT_OK_AND_ASSIGN(Schedule lowered, LowerForReplay(generated));
+    Model model;
+    model.defaults.input_bytes = 2048;
+    model.defaults.output_bytes = 2048;
+    model.defaults.stash_segments = std::vector<int64_t>{4096, 1024, 12288};
+    model.defaults.param_bytes = 256;
+    ASSERT_OK_AND_ASSIGN(ReplayPlan plan, PlanReplay(lowered, model, MemoryPolicy::kJit));
+    int segments = 0;
+    for (const Buffer& b : plan.plans[0].buffers.buffers) {
+      if (b.kind == BufferKind::kStash && b.stage == 0 && b.microbatch == 0) ++segments;
+    }
+    EXPECT_EQ(segments, 3);
+    CostStageFactory factory(plan.schedule, plan.model);
+    ReplayOptions options;
+    options.buffers = BufferMode::kArena;
+    ASSERT_OK_AND_ASSIGN(ReplayResult result,
+                         RunInProcess(plan.schedule, plan.executable, plan.plans, factory, options));
+    for (const RankReplay& rank : result.ranks) {
+      EXPECT_EQ(rank.measured_peak_bytes, rank.planned_peak_bytes) << "rank " << rank.world_rank;
+    }
+  }
+}
+
+// A plan whose stash is cut otherwise than the stage's is refused before
+// the step, naming both.
+TEST(InProcessRuntimeTest, RefusesAPlanWhoseStashSegmentsAreNotTheStages) {
+  ASSERT_OK_AND_ASSIGN(Schedule generated, Generate({"1f1b", 2, 2, 0}));
+  ASSERT_OK_AND_ASSIGN(Schedule lowered, LowerForReplay(generated));
+  MlpStageFactory factory(SmallMlp(), MlpLayout::Of(lowered, 1));
+  ASSERT_OK_AND_ASSIGN(Model model, ModelWithStageSizes(Model{}, lowered.num_stages(), factory));
+  const int64_t stash = model.ForStage(0).stash_bytes;  // the mlp's one buffer
+  model.defaults.stash_bytes.reset();
+  model.defaults.stash_segments = std::vector<int64_t>{stash / 2, stash - stash / 2};
+  for (StageOverride& o : model.stages) {
+    o.spec.stash_bytes.reset();
+    o.spec.stash_segments.reset();
+  }
+  ASSERT_OK_AND_ASSIGN(ReplayPlan plan, PlanReplay(lowered, model, MemoryPolicy::kJit));
+  EXPECT_THAT(Message(RunInProcess(plan.schedule, plan.executable, plan.plans, factory, {})),
+              HasSubstr(absl::StrCat("stage 0 needs its stash as buffers of ", stash,
+                                     " bytes but the plan has buffers of ", stash / 2, ", ",
+                                     stash - stash / 2, " bytes")));
 }
 
 // The in-process wording of the size check (replay_conformance_test.cc

@@ -19,14 +19,14 @@ class NoopStage final : public Stage {
     return absl::OkStatus();
   }
   absl::Status Forward(const ExecutionContext&, int, ConstBytes, MutableBytes,
-                       MutableBytes) override {
+                       StashView) override {
     return absl::OkStatus();
   }
-  absl::Status BackwardInput(const ExecutionContext&, int, ConstBytes, MutableBytes,
+  absl::Status BackwardInput(const ExecutionContext&, int, ConstBytes, StashView,
                              MutableBytes) override {
     return absl::OkStatus();
   }
-  absl::Status BackwardWeight(const ExecutionContext&, int, ConstBytes, ConstBytes, ConstBytes,
+  absl::Status BackwardWeight(const ExecutionContext&, int, ConstBytes, ConstBytes, StashView,
                               MutableBytes) override {
     return absl::OkStatus();
   }

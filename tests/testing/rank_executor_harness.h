@@ -52,14 +52,14 @@ class ProbeStage final : public Stage {
     return Put(input, -1000 + mb);
   }
   absl::Status Forward(const ExecutionContext& ctx, int mb, ConstBytes input, MutableBytes output,
-                       MutableBytes) override {
+                       StashView) override {
     Log(ctx, "F", mb);
     if (mb == fail_forward_) return absl::InvalidArgumentError("the stage broke");
     if (Get(input) != (stage_ - 1) * 1000 + mb) return absl::DataLossError("wrong input");
     return Put(output, stage_ * 1000 + mb);
   }
   absl::Status BackwardInput(const ExecutionContext& ctx, int mb, ConstBytes output_grad,
-                             MutableBytes, MutableBytes input_grad) override {
+                             StashView, MutableBytes input_grad) override {
     Log(ctx, "I", mb);
     if (last_ != output_grad.empty() || first_ != input_grad.empty()) {
       return absl::InternalError("a gradient buffer where none belongs, or none where one does");
@@ -67,7 +67,7 @@ class ProbeStage final : public Stage {
     return absl::OkStatus();
   }
   absl::Status BackwardWeight(const ExecutionContext& ctx, int mb, ConstBytes, ConstBytes,
-                              ConstBytes, MutableBytes param_grad) override {
+                              StashView, MutableBytes param_grad) override {
     Log(ctx, "W", mb);
     float g;
     std::memcpy(&g, param_grad.data(), sizeof(float));

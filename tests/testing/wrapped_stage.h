@@ -19,20 +19,20 @@ class WrappedStage : public Stage {
     return inner_->LoadInput(ctx, m, input);
   }
   absl::Status Forward(const ExecutionContext& ctx, int m, ConstBytes input, MutableBytes output,
-                       MutableBytes stash) override {
+                       StashView stash) override {
     return inner_->Forward(ctx, m, input, output, stash);
   }
   absl::Status BackwardInput(const ExecutionContext& ctx, int m, ConstBytes output_grad,
-                             MutableBytes stash, MutableBytes input_grad) override {
+                             StashView stash, MutableBytes input_grad) override {
     return inner_->BackwardInput(ctx, m, output_grad, stash, input_grad);
   }
   absl::Status BackwardWeight(const ExecutionContext& ctx, int m, ConstBytes input,
-                              ConstBytes output_grad, ConstBytes stash,
+                              ConstBytes output_grad, StashView stash,
                               MutableBytes param_grad) override {
     return inner_->BackwardWeight(ctx, m, input, output_grad, stash, param_grad);
   }
   absl::Status Backward(const ExecutionContext& ctx, int m, ConstBytes input,
-                        ConstBytes output_grad, MutableBytes stash, MutableBytes input_grad,
+                        ConstBytes output_grad, StashView stash, MutableBytes input_grad,
                         MutableBytes param_grad) override {
     return inner_->Backward(ctx, m, input, output_grad, stash, input_grad, param_grad);
   }

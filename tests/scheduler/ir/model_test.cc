@@ -86,6 +86,27 @@ TEST(ModelTest, OverridesMergeKeyByKeyOverDefaults) {
   EXPECT_EQ(model.ForStage(3).stash_bytes, 8);
 }
 
+// Stash segments come with the stash_bytes of the same entry: an override
+// that gives either replaces both of the defaults'; segments alone give the
+// stash_bytes as their sum.
+TEST(ModelTest, StashSegmentsResolveWithTheirEntry) {
+  ASSERT_OK_AND_ASSIGN(
+      Model model,
+      ParseModelJson(ModelWith(R"("defaults": {"stash_bytes": 30, "stash_segments": [10, 20]},
+                                  "stages": [{"index": 1, "stash_bytes": 7},
+                                             {"index": 2, "stash_segments": [1, 2, 3]},
+                                             {"index": 3, "forward_us": 1},
+                                             {"index": 4, "stash_segments": []}])")));
+  EXPECT_EQ(model.ForStage(0).stash_segments, (std::vector<int64_t>{10, 20}));
+  EXPECT_EQ(model.ForStage(1).stash_bytes, 7);
+  EXPECT_EQ(model.ForStage(1).StashAllocations(), (std::vector<int64_t>{7}));
+  EXPECT_EQ(model.ForStage(2).stash_bytes, 6);
+  EXPECT_EQ(model.ForStage(2).StashAllocations(), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(model.ForStage(3).StashAllocations(), (std::vector<int64_t>{10, 20}));
+  EXPECT_EQ(model.ForStage(4).stash_bytes, 0);  // [] is one buffer of the stash_bytes given
+  EXPECT_EQ(model.ForStage(4).StashAllocations(), (std::vector<int64_t>{0}));
+}
+
 TEST(ModelTest, ComputeTimesFollowTheDesignRules) {
   ASSERT_OK_AND_ASSIGN(
       Model model,
@@ -161,6 +182,14 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadModel{R"("defaults": {"stash_bytes": -1})",
                  R"("defaults.stash_bytes" must be a whole number >= 0, found -1)"},
+        BadModel{R"("defaults": {"stash_bytes": 8, "stash_segments": [4, 2]})",
+                 R"("defaults.stash_segments" sum to 6 bytes but "defaults.stash_bytes" is 8)"},
+        BadModel{R"("stages": [{"index": 2, "stash_segments": [4, -2]}])",
+                 R"("stages[0].stash_segments[1]" must be a whole number >= 0, found -2)"},
+        BadModel{R"("defaults": {"stash_segments": 4096})",
+                 R"("defaults.stash_segments" must be an array of byte sizes, found 4096)"},
+        BadModel{R"("defaults": {"stash_segments": [1099511627776, 1]})",
+                 R"("defaults.stash_segments" sum to 1099511627777 bytes; at most 1099511627776 (1 TiB) per stash)"},
         BadModel{R"("defaults": {"input_bytes": 1.5})",
                  R"("defaults.input_bytes" must be a whole number >= 0, found 1.5)"},
         BadModel{R"("stages": [{"index": 0, "output_bytes": "1MB"}])",

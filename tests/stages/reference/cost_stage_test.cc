@@ -49,6 +49,31 @@ TEST(CostStageTest, HasTheModelsSizes) {
   EXPECT_EQ(Message(factory.Make(2, 0)), "cost: no stage 2 in a pipeline of 2 stages");
 }
 
+// A stash in segments: each is stamped by F and checked by I, W and B, so a
+// plan that placed two of them over each other fails naming the segment.
+TEST(CostStageTest, StampsAndChecksEveryStashSegment) {
+  ASSERT_OK_AND_ASSIGN(Schedule s, Gpipe2());
+  Model model = TwoStageModel();
+  model.defaults.stash_bytes.reset();
+  model.defaults.stash_segments = std::vector<int64_t>{16, 32};
+  CostStageFactory factory(s, model);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Stage> first, factory.Make(0, 0));
+  EXPECT_EQ(first->Sizes().stash_bytes, 48);
+  EXPECT_EQ(first->Sizes().stash_segments, (std::vector<int64_t>{16, 32}));
+  std::vector<std::byte> in(64), out(64), a(16), b(32), other(32), grad(64);
+  const MutableBytes segments[] = {absl::MakeSpan(a), absl::MakeSpan(b)};
+  ASSERT_OK(first->LoadInput(kHost, 0, absl::MakeSpan(in)));
+  ASSERT_OK(first->Forward(kHost, 0, in, absl::MakeSpan(out), StashView(segments)));
+  ASSERT_OK(first->BackwardWeight(kHost, 0, in, grad, StashView(segments), {}));
+  std::vector<std::byte> in1(64);
+  ASSERT_OK(first->LoadInput(kHost, 1, absl::MakeSpan(in1)));
+  ASSERT_OK(first->Forward(kHost, 1, in1, absl::MakeSpan(out), absl::MakeSpan(other)));
+  std::memcpy(b.data(), other.data(), other.size());  // segment 2 overwritten
+  EXPECT_EQ(Message(first->BackwardWeight(kHost, 0, in, grad, StashView(segments), {})),
+            "cost stage 0: microbatch 0's stash segment 2 holds stage 0 microbatch 1's forward "
+            "data; expected stage 0 microbatch 0");
+}
+
 // Stamps travel with the data: stage 1 accepts what stage 0 wrote for the
 // same microbatch and refuses anything else.
 TEST(CostStageTest, ChecksThatEachBufferHoldsTheRightData) {
@@ -59,12 +84,12 @@ TEST(CostStageTest, ChecksThatEachBufferHoldsTheRightData) {
   CostStageFactory factory(s, model);
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Stage> first, factory.Make(0, 0));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Stage> second, factory.Make(1, 0));
-  std::vector<std::byte> in(64), out(64), stash(32), grad(64), none;
+  std::vector<std::byte> in(64), out(64), stash(32), stash2(32), grad(64), none;
   ASSERT_OK(first->LoadInput(kHost, 1, absl::MakeSpan(in)));
   ASSERT_OK(first->Forward(kHost, 1, in, absl::MakeSpan(out), absl::MakeSpan(stash)));
   std::vector<std::byte> out2(64);
-  ASSERT_OK(second->Forward(kHost, 1, out, absl::MakeSpan(out2), absl::MakeSpan(stash)));
-  ASSERT_OK(second->Backward(kHost, 1, out, none, absl::MakeSpan(stash), absl::MakeSpan(grad), {}));
+  ASSERT_OK(second->Forward(kHost, 1, out, absl::MakeSpan(out2), absl::MakeSpan(stash2)));
+  ASSERT_OK(second->Backward(kHost, 1, out, none, absl::MakeSpan(stash2), absl::MakeSpan(grad), {}));
   ASSERT_OK(first->BackwardInput(kHost, 1, grad, absl::MakeSpan(stash), {}));
 
   absl::Status wrong = second->Forward(kHost, 0, out, absl::MakeSpan(out2), absl::MakeSpan(stash));
@@ -74,6 +99,11 @@ TEST(CostStageTest, ChecksThatEachBufferHoldsTheRightData) {
   EXPECT_EQ(Message(first->BackwardInput(kHost, 1, out, absl::MakeSpan(stash), {})),
             "cost stage 0: microbatch 1's output_grad holds stage 0 microbatch 1's forward "
             "data; expected stage 1 microbatch 1");
+  // A stash another buffer overwrote (a plan whose arena overlapped them).
+  ASSERT_OK(second->Forward(kHost, 1, out, absl::MakeSpan(out2), absl::MakeSpan(stash)));
+  EXPECT_EQ(Message(first->BackwardWeight(kHost, 1, in, grad, absl::MakeSpan(stash), {})),
+            "cost stage 0: microbatch 1's stash holds stage 1 microbatch 1's forward data; "
+            "expected stage 0 microbatch 1");
 }
 
 TEST(CostStageTest, RefusesADeviceContext) {

@@ -4,10 +4,13 @@
 // relative, with each rank's measured peak memory equal to its plan's.
 #include "stages/reference/transformer_stage.h"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/replay.h"
 #include "runtime/replay_plan.h"
@@ -17,6 +20,8 @@
 
 namespace jitpipe::transformer_stage_test {
 namespace {
+
+using ::jitpipe::testing::Message;
 
 constexpr double kTolerance = 1e-5;
 
@@ -55,6 +60,11 @@ TEST(TransformerStageTest, ReportsItsSizes) {
   EXPECT_EQ(last.Sizes().output_bytes, 4);  // the loss
   EXPECT_EQ(first.Sizes().stash_bytes, 4 * 2 * DecoderLayerStashFloats(s));
   EXPECT_EQ(last.Sizes().stash_bytes, 4 * (2 * DecoderLayerStashFloats(s) + LossHeadStashFloats(s)));
+  // One stash segment per layer, and the head's: the arena places them apart.
+  const int64_t layer = 4 * DecoderLayerStashFloats(s);
+  EXPECT_EQ(first.Sizes().stash_segments, (std::vector<int64_t>{layer, layer}));
+  EXPECT_EQ(last.Sizes().stash_segments,
+            (std::vector<int64_t>{layer, layer, 4 * LossHeadStashFloats(s)}));
   EXPECT_EQ(first.Sizes().param_grad_bytes,
             4 * (s.vocab * h + 2 * DecoderLayerParamFloats(s)));
   EXPECT_EQ(last.Sizes().param_grad_bytes,
@@ -76,6 +86,53 @@ TEST(TransformerStageTest, RefusesBadPartsAndBuffers) {
   const absl::Status s = stage.Forward(host, 0, small, {}, {});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("input buffer has 8 bytes"), std::string::npos) << s;
+}
+
+// The stash handed over in its segments, anywhere in memory, computes what
+// the same stash back to back in one span does: bit for bit, forward and
+// both backward halves, on the head's stage.
+TEST(TransformerStageTest, AStashInSegmentsComputesAsOneSpan) {
+  const TransformerOptions o = Options(4, 2);
+  const MlpLayout layout{2, 1, 2, 1};
+  TransformerStage whole_stage(o, layout, 1, 0, nullptr);
+  TransformerStage split_stage(o, layout, 1, 0, nullptr);
+  const StageSizes z = whole_stage.Sizes();
+  ASSERT_EQ(z.stash_segments.size(), 3u);
+  std::vector<std::byte> input(static_cast<size_t>(z.input_bytes));
+  for (size_t i = 0; i < input.size() / sizeof(float); ++i) {
+    const float x = 0.01f * static_cast<float>(i % 37) - 0.2f;
+    std::memcpy(input.data() + i * sizeof(float), &x, sizeof(float));
+  }
+  std::vector<std::byte> out_a(4), out_b(4), whole(static_cast<size_t>(z.stash_bytes));
+  std::vector<std::vector<std::byte>> pieces;
+  std::vector<MutableBytes> spans;
+  for (int64_t bytes : z.stash_segments) pieces.emplace_back(static_cast<size_t>(bytes));
+  for (auto& piece : pieces) spans.push_back(absl::MakeSpan(piece));
+  const StashView split(spans);
+  const ExecutionContext host;
+  ASSERT_OK(whole_stage.Forward(host, 0, input, absl::MakeSpan(out_a), absl::MakeSpan(whole)));
+  ASSERT_OK(split_stage.Forward(host, 0, input, absl::MakeSpan(out_b), split));
+  EXPECT_EQ(out_a, out_b);
+  std::vector<std::byte> ig_a(input.size()), ig_b(input.size());
+  ASSERT_OK(whole_stage.BackwardInput(host, 0, {}, absl::MakeSpan(whole), absl::MakeSpan(ig_a)));
+  ASSERT_OK(split_stage.BackwardInput(host, 0, {}, split, absl::MakeSpan(ig_b)));
+  EXPECT_EQ(ig_a, ig_b);
+  std::vector<std::byte> pg_a(static_cast<size_t>(z.param_grad_bytes)), pg_b(pg_a.size());
+  ASSERT_OK(whole_stage.BackwardWeight(host, 0, input, {}, absl::MakeSpan(whole),
+                                       absl::MakeSpan(pg_a)));
+  ASSERT_OK(split_stage.BackwardWeight(host, 0, input, {}, split, absl::MakeSpan(pg_b)));
+  EXPECT_EQ(pg_a, pg_b);
+  size_t at = 0;  // the segments' bytes are the whole span's, in order
+  for (const auto& piece : pieces) {
+    EXPECT_TRUE(std::equal(piece.begin(), piece.end(), whole.begin() + static_cast<long>(at)));
+    at += piece.size();
+  }
+  EXPECT_EQ(Message(split_stage.Forward(host, 0, input, absl::MakeSpan(out_b),
+                                        StashView(absl::MakeConstSpan(spans).subspan(0, 2)))),
+            absl::StrCat("transformer stage 1: the stash has 2 segments (", z.stash_segments[0],
+                         ", ", z.stash_segments[1], " bytes); expected 3 segments (",
+                         z.stash_segments[0], ", ", z.stash_segments[1], ", ",
+                         z.stash_segments[2], " bytes) or one of ", z.stash_bytes));
 }
 
 struct Case {
@@ -102,6 +159,8 @@ TEST_P(TransformerReplayTest, MatchesTheReferenceAndThePlan) {
   ASSERT_OK_AND_ASSIGN(ReplayPlan plan, PlanReplay(lowered, model, MemoryPolicy::kJit));
   ReplayOptions run;
   run.dp = c.dp;
+  // dp 2 through the arena, its stash segments placed apart; dp 1 tracked.
+  if (c.dp == 2) run.buffers = BufferMode::kArena;
   ASSERT_OK_AND_ASSIGN(ReplayResult result,
                        RunInProcess(plan.schedule, plan.executable, plan.plans, factory, run));
   const MlpReference reference = RunTransformerReference(options, layout);
