@@ -177,17 +177,42 @@ absl::StatusOr<RankMemoryPlan> PlanIndexedRank(const Schedule& schedule,
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<const SharedRankInputs>> SharedRankInputs::Build(
+    const Schedule& schedule, SendCompletionModel send_completion) {
+  // Not make_unique: the constructor is private.
+  std::unique_ptr<SharedRankInputs> inputs(new SharedRankInputs(schedule, send_completion));
+  if (send_completion == SendCompletionModel::kReceive && schedule.lowered) {
+    // The order borrows the index: both built where they stay.
+    inputs->index_.emplace(ProgramIndex::Build(schedule));
+    ASSIGN_OR_RETURN(HappensBefore order, HappensBefore::Build(schedule, *inputs->index_));
+    inputs->order_.emplace(std::move(order));
+  }
+  return std::unique_ptr<const SharedRankInputs>(std::move(inputs));
+}
+
+absl::StatusOr<RankMemoryPlan> SharedRankInputs::PlanRank(const Model& model, int rank,
+                                                          const PlanOptions& options) const {
+  RETURN_IF_ERROR(ValidatePlanOptions(options));
+  RETURN_IF_ERROR(ValidateHeader(*schedule_));
+  if (options.send_completion != send_completion_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ranks planned with --send-completion ", SendCompletionModelName(options.send_completion),
+        " from inputs built for ", SendCompletionModelName(send_completion_)));
+  }
+  if (!order_.has_value()) {
+    return PlanIndexedRank(*schedule_, ProgramIndex::BuildForRank(*schedule_, rank), model, rank,
+                           options, nullptr);
+  }
+  return PlanIndexedRank(*schedule_, *index_, model, rank, options, &*order_);
+}
+
 absl::StatusOr<RankMemoryPlan> PlanRankMemory(const Schedule& schedule, const Model& model,
                                               int rank, const PlanOptions& options) {
   RETURN_IF_ERROR(ValidatePlanOptions(options));
   RETURN_IF_ERROR(ValidateHeader(schedule));
-  if (options.send_completion == SendCompletionModel::kPost || !schedule.lowered) {
-    return PlanIndexedRank(schedule, ProgramIndex::BuildForRank(schedule, rank), model, rank,
-                           options, nullptr);
-  }
-  const ProgramIndex index = ProgramIndex::Build(schedule);
-  ASSIGN_OR_RETURN(const HappensBefore order, HappensBefore::Build(schedule, index));
-  return PlanIndexedRank(schedule, index, model, rank, options, &order);
+  ASSIGN_OR_RETURN(std::unique_ptr<const SharedRankInputs> inputs,
+                   SharedRankInputs::Build(schedule, options.send_completion));
+  return inputs->PlanRank(model, rank, options);
 }
 
 absl::StatusOr<std::vector<RankMemoryPlan>> PlanMemory(const Schedule& schedule,

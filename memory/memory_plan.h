@@ -30,6 +30,8 @@
 #define JITPIPE_MEMORY_MEMORY_PLAN_H_
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +41,7 @@
 #include "memory/buffer_lifetimes.h"
 #include "memory/liveness.h"
 #include "memory/send_completion.h"
+#include "scheduler/analysis/program_index.h"
 #include "scheduler/ir/model.h"
 #include "scheduler/ir/schedule.h"
 
@@ -100,6 +103,39 @@ std::vector<LiveInterval> ArenaIntervals(const RankBuffers& buffers);
 // REQUIRES: 0 <= rank < schedule.pp.
 absl::StatusOr<RankMemoryPlan> PlanRankMemory(const Schedule& schedule, const Model& model,
                                               int rank, const PlanOptions& options);
+
+// What planning the ranks of one program shares under
+// SendCompletionModel::kReceive: the index of every rank and the
+// happens-before order, O(actions of all ranks) per peer to build, so built
+// once for all the ranks planned rather than once per rank (PlanEveryRank).
+// Under kPost, or for a compute-only schedule, it holds nothing and each
+// rank is indexed on its own, as PlanRankMemory does.
+// Not copyable or movable (the order borrows the index); const methods may
+// run on many threads.
+class SharedRankInputs {
+ public:
+  // Errors: those of HappensBefore::Build under kReceive for a lowered
+  // schedule. `schedule` is borrowed: it must outlive the inputs.
+  static absl::StatusOr<std::unique_ptr<const SharedRankInputs>> Build(
+      const Schedule& schedule, SendCompletionModel send_completion);
+  SharedRankInputs(const SharedRankInputs&) = delete;
+  SharedRankInputs& operator=(const SharedRankInputs&) = delete;
+
+  // PlanRankMemory(schedule, model, rank, options) with these inputs: the
+  // same plan. Errors: those of PlanRankMemory; FailedPrecondition when
+  // options.send_completion is not the model the inputs were built for.
+  absl::StatusOr<RankMemoryPlan> PlanRank(const Model& model, int rank,
+                                          const PlanOptions& options) const;
+
+ private:
+  SharedRankInputs(const Schedule& schedule, SendCompletionModel send_completion)
+      : schedule_(&schedule), send_completion_(send_completion) {}
+
+  const Schedule* schedule_;  // borrowed
+  const SendCompletionModel send_completion_;
+  std::optional<ProgramIndex> index_;  // every rank; set with order_
+  std::optional<HappensBefore> order_;  // borrows *index_
+};
 
 // Plans every rank, up to `threads` ranks at a time (0: one per hardware
 // thread; base/parallel_for.h). The plans are in rank order and do not depend

@@ -1,6 +1,7 @@
 #include "memory/plan_every_rank.h"
 
 #include <algorithm>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -9,10 +10,11 @@
 
 namespace jitpipe {
 
-absl::StatusOr<RankPlanSummary> PlanAndSummarizeRank(const Schedule& schedule, const Model& model,
-                                                     int rank, const PlanOptions& options,
+absl::StatusOr<RankPlanSummary> PlanAndSummarizeRank(const SharedRankInputs& inputs,
+                                                     const Model& model, int rank,
+                                                     const PlanOptions& options,
                                                      RankMemoryPlan& plan) {
-  ASSIGN_OR_RETURN(plan, PlanRankMemory(schedule, model, rank, options));
+  ASSIGN_OR_RETURN(plan, inputs.PlanRank(model, rank, options));
   const bool jit = options.policy == MemoryPolicy::kJit;
   int64_t other_peak = 0;
   if (jit) {
@@ -22,7 +24,7 @@ absl::StatusOr<RankPlanSummary> PlanAndSummarizeRank(const Schedule& schedule, c
     other.arena = false;
     other.policy = MemoryPolicy::kJit;
     other.send_completion = options.send_completion;
-    ASSIGN_OR_RETURN(RankMemoryPlan second, PlanRankMemory(schedule, model, rank, other));
+    ASSIGN_OR_RETURN(RankMemoryPlan second, inputs.PlanRank(model, rank, other));
     other_peak = second.peak.bytes;
   }
   return RankPlanSummary{.rank = rank,
@@ -41,13 +43,17 @@ absl::StatusOr<RankPlanSummary> PlanAndSummarizeRank(const Schedule& schedule, c
 absl::Status PlanEveryRank(
     const Schedule& schedule, const Model& model, const PlanOptions& options, int threads,
     absl::FunctionRef<absl::Status(const RankPlanSummary&, RankMemoryPlan&)> visit) {
+  // Under --send-completion receive every rank reads the whole program's
+  // happens-before order: built once here, not once per rank.
+  ASSIGN_OR_RETURN(std::unique_ptr<const SharedRankInputs> inputs,
+                   SharedRankInputs::Build(schedule, options.send_completion));
   const int batch = threads > 0 ? threads : DefaultThreads();
   for (int first = 0; first < schedule.pp; first += batch) {
     const int count = std::min(batch, schedule.pp - first);
     std::vector<RankMemoryPlan> plans(count);
     std::vector<absl::StatusOr<RankPlanSummary>> summaries(count, RankPlanSummary{});
     ParallelFor(count, count, [&](int k) {
-      summaries[k] = PlanAndSummarizeRank(schedule, model, first + k, options, plans[k]);
+      summaries[k] = PlanAndSummarizeRank(*inputs, model, first + k, options, plans[k]);
     });
     for (int k = 0; k < count; ++k) {
       if (!summaries[k].ok()) return summaries[k].status();

@@ -37,18 +37,23 @@ struct RankPlanSummary {
   size_t buffers = 0;
 };
 
-// Plans `rank` under `options` into `plan` and summarises it. Under jit the
-// eager peak comes from the same buffers (EagerLiveBytes); under eager the
-// jit lifetimes need a second pass over the program. Errors: those of
-// PlanRankMemory.
-absl::StatusOr<RankPlanSummary> PlanAndSummarizeRank(const Schedule& schedule, const Model& model,
-                                                     int rank, const PlanOptions& options,
+// Plans `rank` of the inputs' schedule under `options` into `plan` and
+// summarises it. Under jit the eager peak comes from the same buffers
+// (EagerLiveBytes); under eager the jit lifetimes need a second pass over
+// the program (reading the same shared order). Errors: those of
+// SharedRankInputs::PlanRank.
+// REQUIRES: `inputs` built for options.send_completion.
+absl::StatusOr<RankPlanSummary> PlanAndSummarizeRank(const SharedRankInputs& inputs,
+                                                     const Model& model, int rank,
+                                                     const PlanOptions& options,
                                                      RankMemoryPlan& plan);
 
 // Plans every rank, `threads` at a time (<= 0: one per hardware thread),
-// and calls visit(summary, plan) for rank 0, 1, ... in order. Stops at the
-// first error: a rank's planning error (as PlanRankMemory words it, naming
-// the rank) or the visitor's.
+// with the program-wide inputs (SharedRankInputs: under kReceive the
+// happens-before order) built once for them all, and calls
+// visit(summary, plan) for rank 0, 1, ... in order. Stops at the first
+// error: building the order's, a rank's planning error (as PlanRankMemory
+// words it, naming the rank) or the visitor's.
 absl::Status PlanEveryRank(
     const Schedule& schedule, const Model& model, const PlanOptions& options, int threads,
     absl::FunctionRef<absl::Status(const RankPlanSummary&, RankMemoryPlan&)> visit);

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -84,6 +86,7 @@ bool Drain(int out_fd, int err_fd, std::string& out, std::string& err,
     for (int k = 0; k < 2; ++k) {
       if (fds[k].fd < 0 || (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
       ssize_t n = read(fds[k].fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;  // polled again: the pipe is still open
       if (n <= 0) {
         fds[k].fd = -1;
         --open;
@@ -100,11 +103,25 @@ bool Drain(int out_fd, int err_fd, std::string& out, std::string& err,
 CliResult RunCli(const std::vector<std::string>& args, int timeout_seconds) {
   CliResult result;
   int out_pipe[2], err_pipe[2];
-  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) {
-    ADD_FAILURE() << "pipe failed";
+  if (pipe(out_pipe) != 0) {
+    ADD_FAILURE() << "pipe failed: " << std::strerror(errno);
+    return result;
+  }
+  if (pipe(err_pipe) != 0) {
+    ADD_FAILURE() << "pipe failed: " << std::strerror(errno);
+    close(out_pipe[0]);
+    close(out_pipe[1]);
     return result;
   }
   pid_t pid = fork();
+  if (pid < 0) {
+    // Without this, waitpid(-1) below would find no child and the run would
+    // read as exit code 0 with no output: a refused fork (EAGAIN when the
+    // machine's tasks are at pid_max) must say so.
+    ADD_FAILURE() << "fork failed: " << std::strerror(errno);
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
+    return result;
+  }
   if (pid == 0) {
     dup2(out_pipe[1], 1);
     dup2(err_pipe[1], 2);
@@ -127,7 +144,8 @@ CliResult RunCli(const std::vector<std::string>& args, int timeout_seconds) {
   close(err_pipe[0]);
   if (!finished) kill(pid, SIGKILL);
   int status = 0;
-  waitpid(pid, &status, 0);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
   if (!finished) {
     result.exit_code = -2;
   } else if (WIFEXITED(status)) {
