@@ -53,5 +53,31 @@ TEST(PlanEveryRankTest, VisitsEveryRankInOrderWithBothPolicies) {
   EXPECT_EQ(visits, 1);
 }
 
+// Under the receive bound the order shared by every rank gives each rank
+// the plan it gets alone (PlanRankMemory builds its own).
+TEST(PlanEveryRankTest, TheSharedReceiveOrderGivesEachRanksOwnPlan) {
+  ASSERT_OK_AND_ASSIGN(Schedule generated, Generate({"zbv", 4, 8, 0}));
+  ASSERT_OK_AND_ASSIGN(Schedule lowered, Lower(generated));
+  const Model model = testing::SkewedModel(lowered.num_stages());
+  PlanOptions options;
+  options.send_completion = SendCompletionModel::kReceive;
+  for (int threads : {1, 2}) {
+    int visits = 0;
+    ASSERT_OK(PlanEveryRank(lowered, model, options, threads,
+                            [&](const RankPlanSummary& s, RankMemoryPlan& plan) {
+                              ++visits;
+                              absl::StatusOr<RankMemoryPlan> alone =
+                                  PlanRankMemory(lowered, model, s.rank, options);
+                              EXPECT_OK(alone);
+                              if (!alone.ok()) return alone.status();
+                              EXPECT_EQ(plan.peak.bytes, alone->peak.bytes) << s.rank;
+                              EXPECT_EQ(plan.arena.arena_bytes, alone->arena.arena_bytes);
+                              EXPECT_EQ(plan.arena.offsets, alone->arena.offsets) << s.rank;
+                              return absl::OkStatus();
+                            }));
+    EXPECT_EQ(visits, 4);
+  }
+}
+
 }  // namespace
 }  // namespace jitpipe::plan_every_rank_test
