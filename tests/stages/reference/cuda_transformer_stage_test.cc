@@ -80,9 +80,15 @@ TEST(CudaTransformerSizesTest, AreThePlannersBytesAtBf16) {
       const int begin = part.embedding ? 0 : part.first_layer + 1;
       const int end = part.first_layer + 1 + part.layers + (part.loss ? 1 : 0);
       int64_t stash = 0;
-      for (int i = begin; i < end; ++i) stash += model.layers[i].stash_bytes;
+      std::vector<int64_t> segments;  // the planner's: each layer's non-empty stash
+      for (int i = begin; i < end; ++i) {
+        stash += model.layers[i].stash_bytes;
+        if (model.layers[i].stash_bytes > 0) segments.push_back(model.layers[i].stash_bytes);
+      }
+      if (segments.size() < 2) segments.clear();
       const StageSizes sizes = CudaTransformerSizes(o, p);
       EXPECT_EQ(sizes.stash_bytes, stash) << "part " << p;
+      EXPECT_EQ(sizes.stash_segments, segments) << "part " << p;
       EXPECT_EQ(sizes.output_bytes, model.layers[end - 1].output_bytes) << "part " << p;
       EXPECT_EQ(sizes.input_bytes,
                 begin == 0 ? model.input_bytes : model.layers[begin - 1].output_bytes);
