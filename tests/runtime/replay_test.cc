@@ -35,6 +35,7 @@
 #include "stages/reference/cost_stage.h"
 #include "stages/reference/mlp_stage.h"
 #include "runtime/replay_plan.h"
+#include "tests/testing/sanitizers.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/testdata.h"
 #include "tests/testing/two_mlp_ranks.h"
@@ -73,11 +74,16 @@ std::string CaseName(const ::testing::TestParamInfo<std::tuple<GridCase, int>>& 
 
 // Every generator x pp {2, 4} x m {2pp, 3pp} x dp {1, 2}; combinations a
 // generator refuses are skipped in the test (GTEST_SKIP names the reason).
+// Under a sanitizer (the release stage of tools/test.sh runs the whole grid)
+// the diagonal of pp x m, pp 2 at m 3pp and pp 4 at m 2pp: every generator,
+// pp, microbatch ratio, dp and buffer mode still runs, in 144 cases of 288
+// (the grid was 142 s of the TSan stage; under ASan 27.8 -> 15.2 CPU-s).
 std::vector<GridCase> Grid() {
   std::vector<GridCase> cases;
   for (const GeneratorInfo& g : AllGenerators()) {
     for (int pp : {2, 4}) {
       for (int m : {2 * pp, 3 * pp}) {
+        if (testing::kSanitized && (pp == 2) == (m == 2 * pp)) continue;
         for (int dp : {1, 2}) cases.push_back({g.name, pp, m, dp});
       }
     }
