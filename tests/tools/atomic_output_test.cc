@@ -66,9 +66,14 @@ std::vector<std::string> Entries(const std::string& dir) {
   return found;
 }
 
+// The writer starts with the signals this test sends at their default
+// disposition: the CLI keeps a signal the shell ignored ignored (as nohup
+// wants), so a test run from `nohup` or a background job would otherwise
+// send signals nobody handles.
 pid_t Spawn(const std::vector<std::string>& args) {
   pid_t pid = fork();
   if (pid == 0) {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_DFL);
     int null_fd = open("/dev/null", O_WRONLY);
     dup2(null_fd, 1);
     dup2(null_fd, 2);
