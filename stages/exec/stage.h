@@ -22,7 +22,14 @@
 // param_grad is zeroed by the runtime before the stage's first W or B of a
 // step and accumulates over microbatches; after the step's reduction it holds
 // the data-parallel sum. BackwardInput may write into the stash (e.g. the
-// per-layer gradients its W will need).
+// per-layer gradients its W will need); BackwardWeight only reads it.
+//
+// The stash may come in segments: a stage whose stash is several tensors
+// (a transformer stage: one per layer and one for the loss head) declares
+// their sizes in StageSizes::stash_segments, and the runtime then hands it
+// one buffer per segment, each placed by the memory plan on its own. A
+// static arena packs such pieces far tighter than one block of their sum
+// (docs/memory-and-time.md, "A stash in segments").
 //
 // Errors: any non-OK status aborts the step on every rank, naming the rank,
 // index and action.
@@ -34,9 +41,8 @@
 #include <memory>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
