@@ -179,12 +179,13 @@ absl::StatusOr<RankMemoryPlan> PlanIndexedRank(const Schedule& schedule,
 
 absl::StatusOr<std::unique_ptr<const SharedRankInputs>> SharedRankInputs::Build(
     const Schedule& schedule, SendCompletionModel send_completion) {
-  // Not make_unique: the constructor is private.
-  std::unique_ptr<SharedRankInputs> inputs(new SharedRankInputs(schedule, send_completion));
+  RETURN_IF_ERROR(ValidateHeader(schedule));
+  // Not make_unique: the constructor is private. The index and the order it
+  // lends to are built where they stay.
+  std::unique_ptr<SharedRankInputs> inputs(
+      new SharedRankInputs(schedule, send_completion, ProgramIndex::Build(schedule)));
   if (send_completion == SendCompletionModel::kReceive && schedule.lowered) {
-    // The order borrows the index: both built where they stay.
-    inputs->index_.emplace(ProgramIndex::Build(schedule));
-    ASSIGN_OR_RETURN(HappensBefore order, HappensBefore::Build(schedule, *inputs->index_));
+    ASSIGN_OR_RETURN(HappensBefore order, HappensBefore::Build(schedule, inputs->index_));
     inputs->order_.emplace(std::move(order));
   }
   return std::unique_ptr<const SharedRankInputs>(std::move(inputs));
@@ -193,23 +194,24 @@ absl::StatusOr<std::unique_ptr<const SharedRankInputs>> SharedRankInputs::Build(
 absl::StatusOr<RankMemoryPlan> SharedRankInputs::PlanRank(const Model& model, int rank,
                                                           const PlanOptions& options) const {
   RETURN_IF_ERROR(ValidatePlanOptions(options));
-  RETURN_IF_ERROR(ValidateHeader(*schedule_));
   if (options.send_completion != send_completion_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "ranks planned with --send-completion ", SendCompletionModelName(options.send_completion),
         " from inputs built for ", SendCompletionModelName(send_completion_)));
   }
-  if (!order_.has_value()) {
-    return PlanIndexedRank(*schedule_, ProgramIndex::BuildForRank(*schedule_, rank), model, rank,
-                           options, nullptr);
-  }
-  return PlanIndexedRank(*schedule_, *index_, model, rank, options, &*order_);
+  return PlanIndexedRank(*schedule_, index_, model, rank, options,
+                         order_.has_value() ? &*order_ : nullptr);
 }
 
 absl::StatusOr<RankMemoryPlan> PlanRankMemory(const Schedule& schedule, const Model& model,
                                               int rank, const PlanOptions& options) {
   RETURN_IF_ERROR(ValidatePlanOptions(options));
   RETURN_IF_ERROR(ValidateHeader(schedule));
+  if (options.send_completion == SendCompletionModel::kPost || !schedule.lowered) {
+    // One rank's program is all it reads: indexed alone.
+    return PlanIndexedRank(schedule, ProgramIndex::BuildForRank(schedule, rank), model, rank,
+                           options, nullptr);
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<const SharedRankInputs> inputs,
                    SharedRankInputs::Build(schedule, options.send_completion));
   return inputs->PlanRank(model, rank, options);
@@ -220,15 +222,10 @@ absl::StatusOr<std::vector<RankMemoryPlan>> PlanMemory(const Schedule& schedule,
                                                        const PlanOptions& options,
                                                        int threads) {
   RETURN_IF_ERROR(ValidatePlanOptions(options));
-  RETURN_IF_ERROR(ValidateHeader(schedule));
-  const ProgramIndex index = ProgramIndex::Build(schedule);
-  std::optional<HappensBefore> order;
-  if (options.send_completion == SendCompletionModel::kReceive && schedule.lowered) {
-    ASSIGN_OR_RETURN(order, HappensBefore::Build(schedule, index));
-  }
+  ASSIGN_OR_RETURN(std::unique_ptr<const SharedRankInputs> inputs,
+                   SharedRankInputs::Build(schedule, options.send_completion));
   return ParallelMap<RankMemoryPlan>(schedule.pp, threads, [&](int rank) {
-    return PlanIndexedRank(schedule, index, model, rank, options,
-                           order.has_value() ? &*order : nullptr);
+    return inputs->PlanRank(model, rank, options);
   });
 }
 

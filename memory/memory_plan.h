@@ -33,6 +33,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -104,18 +105,17 @@ std::vector<LiveInterval> ArenaIntervals(const RankBuffers& buffers);
 absl::StatusOr<RankMemoryPlan> PlanRankMemory(const Schedule& schedule, const Model& model,
                                               int rank, const PlanOptions& options);
 
-// What planning the ranks of one program shares under
-// SendCompletionModel::kReceive: the index of every rank and the
-// happens-before order, O(actions of all ranks) per peer to build, so built
-// once for all the ranks planned rather than once per rank (PlanEveryRank).
-// Under kPost, or for a compute-only schedule, it holds nothing and each
-// rank is indexed on its own, as PlanRankMemory does.
-// Not copyable or movable (the order borrows the index); const methods may
-// run on many threads.
+// What planning every rank of one program shares: the index of every
+// rank's program and, under SendCompletionModel::kReceive (for a lowered
+// schedule), the happens-before order, O(actions of all ranks) per peer to
+// build: built once for all the ranks planned rather than once per rank
+// (PlanMemory, PlanEveryRank). Not copyable or movable (the order borrows
+// the index); const methods may run on many threads.
 class SharedRankInputs {
  public:
-  // Errors: those of HappensBefore::Build under kReceive for a lowered
-  // schedule. `schedule` is borrowed: it must outlive the inputs.
+  // Errors: those of ValidateHeader, and of HappensBefore::Build under
+  // kReceive for a lowered schedule. `schedule` is borrowed: it must
+  // outlive the inputs.
   static absl::StatusOr<std::unique_ptr<const SharedRankInputs>> Build(
       const Schedule& schedule, SendCompletionModel send_completion);
   SharedRankInputs(const SharedRankInputs&) = delete;
@@ -128,13 +128,14 @@ class SharedRankInputs {
                                           const PlanOptions& options) const;
 
  private:
-  SharedRankInputs(const Schedule& schedule, SendCompletionModel send_completion)
-      : schedule_(&schedule), send_completion_(send_completion) {}
+  SharedRankInputs(const Schedule& schedule, SendCompletionModel send_completion,
+                   ProgramIndex index)
+      : schedule_(&schedule), send_completion_(send_completion), index_(std::move(index)) {}
 
   const Schedule* schedule_;  // borrowed
   const SendCompletionModel send_completion_;
-  std::optional<ProgramIndex> index_;  // every rank; set with order_
-  std::optional<HappensBefore> order_;  // borrows *index_
+  const ProgramIndex index_;            // every rank's
+  std::optional<HappensBefore> order_;  // kReceive only; borrows index_
 };
 
 // Plans every rank, up to `threads` ranks at a time (0: one per hardware

@@ -31,7 +31,6 @@ constexpr absl::string_view kSigtermMessage =
     "terminated by the launcher (SIGTERM): mpirun sends it once another process of the job "
     "has died or exited with an error, or when mpirun itself is interrupted";
 
-
 // The record channel (comm/record_channel.h): its setup's bound, and the
 // longest payload rank 0 takes over it.
 constexpr absl::Duration kChannelSetup = absl::Seconds(10);

@@ -143,8 +143,7 @@ RankExecutor::~RankExecutor() = default;
 
 // The plan's stash segments of a part must be those its Stage declares.
 absl::Status RankExecutor::CheckStash(const StageSizes& z, const PartBuffers& b, int stage) const {
-  std::vector<int64_t> declared = z.stash_segments;
-  if (declared.empty()) declared.push_back(z.stash_bytes);
+  const std::vector<int64_t> declared = z.StashAllocations();
   std::vector<int64_t> planned;
   for (int32_t k = 0; k < b.stash_segments; ++k) planned.push_back(exe_.buffer_bytes[b.stash + k]);
   if (planned == declared) return absl::OkStatus();

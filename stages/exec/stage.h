@@ -62,6 +62,11 @@ struct StageSizes {
   // Empty: the stash is one buffer; else its segments, summing to
   // stash_bytes, in the order the stage wants them.
   std::vector<int64_t> stash_segments = {};
+
+  // The stash's buffers: stash_segments, or {stash_bytes} without them.
+  std::vector<int64_t> StashAllocations() const {
+    return stash_segments.empty() ? std::vector<int64_t>{stash_bytes} : stash_segments;
+  }
 };
 
 // One microbatch's stash as a Stage call receives it: its segments (each a

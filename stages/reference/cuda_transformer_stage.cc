@@ -143,28 +143,14 @@ StageSizes CudaTransformerSizes(const TransformerOptions& o, int part_index) {
   const TransformerBlockShape& s = o.shape;
   const TransformerStageParts& p = o.parts[part_index];
   const int64_t hidden_states = s.rows() * s.hidden * kBf16;
-  std::vector<int64_t> layout = CudaTransformerStashLayout(o, part_index);
-  if (layout.size() < 2) layout.clear();
+  const int64_t layer = reference_cuda::CudaDecoderLayerStashBytes(s);
+  const int64_t head = reference_cuda::CudaLossHeadStashBytes(s);
   return StageSizes{
       p.embedding ? s.rows() * static_cast<int64_t>(sizeof(int64_t)) : hidden_states,
       p.loss ? static_cast<int64_t>(sizeof(float)) : hidden_states,
-      p.layers * reference_cuda::CudaDecoderLayerStashBytes(s) +
-          (p.loss ? reference_cuda::CudaLossHeadStashBytes(s) : 0),
-      PartParamFloats(s, p) * static_cast<int64_t>(sizeof(float)), std::move(layout)};
-}
-
-std::vector<int64_t> CudaTransformerStashLayout(const TransformerOptions& o, int part_index) {
-  const TransformerBlockShape& s = o.shape;
-  const TransformerStageParts& p = o.parts[part_index];
-  std::vector<int64_t> layout(static_cast<size_t>(p.layers),
-                              reference_cuda::CudaDecoderLayerStashBytes(s));
-  if (p.loss) layout.push_back(reference_cuda::CudaLossHeadStashBytes(s));
-  if (layout.size() < 2) {
-    int64_t whole = 0;
-    for (int64_t bytes : layout) whole += bytes;
-    return {whole};
-  }
-  return layout;
+      p.layers * layer + (p.loss ? head : 0),
+      PartParamFloats(s, p) * static_cast<int64_t>(sizeof(float)),
+      PartStashSegments(p, layer, head)};
 }
 
 CudaTransformerStage::CudaTransformerStage(const TransformerOptions& options,
@@ -286,10 +272,9 @@ absl::Status CudaTransformerStage::Bind(const ExecutionContext& ctx) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<StashSegments> CudaTransformerStage::Segments(StashView stash) const {
-  return SplitStash(stash,
-                    CudaTransformerStashLayout(options_, stage_ % layout_.stages_per_chain),
-                    Who(stage_));
+absl::StatusOr<StashSegments> CudaTransformerStage::Segments(StashView stash,
+                                                             const StageSizes& sizes) const {
+  return SplitStash(stash, sizes.StashAllocations(), Who(stage_));
 }
 
 const std::byte* CudaTransformerStage::LayerOutputGrad(const StashSegments& stash, int i,
@@ -321,7 +306,7 @@ absl::Status CudaTransformerStage::Forward(const ExecutionContext& ctx, int micr
   RETURN_IF_ERROR(CheckCall(ctx, microbatch));
   RETURN_IF_ERROR(Check("input", input.size(), sizes.input_bytes, false));
   RETURN_IF_ERROR(Check("output", output.size(), sizes.output_bytes, part_.loss));
-  ASSIGN_OR_RETURN(const StashSegments st, Segments(stash));
+  ASSIGN_OR_RETURN(const StashSegments st, Segments(stash, sizes));
   RETURN_IF_ERROR(Bind(ctx));
   const TransformerBlockShape& s = options_.shape;
   const reference_cuda::CudaLayerContext lc{&s, device_->blas,
@@ -361,7 +346,7 @@ absl::Status CudaTransformerStage::BackwardInput(const ExecutionContext& ctx, in
   RETURN_IF_ERROR(CheckCall(ctx, microbatch));
   RETURN_IF_ERROR(Check("output_grad", output_grad.size(), part_.loss ? 0 : sizes.output_bytes,
                         part_.loss));
-  ASSIGN_OR_RETURN(const StashSegments st, Segments(stash));
+  ASSIGN_OR_RETURN(const StashSegments st, Segments(stash, sizes));
   RETURN_IF_ERROR(Check("input_grad", input_grad.size(),
                         part_.embedding ? 0 : sizes.input_bytes, part_.embedding));
   RETURN_IF_ERROR(Bind(ctx));
@@ -399,7 +384,7 @@ absl::Status CudaTransformerStage::BackwardWeight(const ExecutionContext& ctx, i
   RETURN_IF_ERROR(Check("input", input.size(), sizes.input_bytes, false));
   RETURN_IF_ERROR(Check("output_grad", output_grad.size(), part_.loss ? 0 : sizes.output_bytes,
                         part_.loss));
-  ASSIGN_OR_RETURN(const StashSegments st, Segments(stash));
+  ASSIGN_OR_RETURN(const StashSegments st, Segments(stash, sizes));
   RETURN_IF_ERROR(Check("param_grad", param_grad.size(), sizes.param_grad_bytes, false));
   RETURN_IF_ERROR(Bind(ctx));
   const TransformerBlockShape& s = options_.shape;

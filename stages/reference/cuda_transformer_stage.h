@@ -69,9 +69,6 @@ absl::Status ValidateCudaTransformerOptions(const TransformerOptions& options);
 
 // The sizes a stage of part `part` reports (see above).
 StageSizes CudaTransformerSizes(const TransformerOptions& options, int part);
-// The part's stash segments: every layer's, then the head's; one of the
-// whole when that makes fewer than two (as the CPU stage's).
-std::vector<int64_t> CudaTransformerStashLayout(const TransformerOptions& options, int part);
 
 namespace reference_cuda {
 struct TransformerDevice;     // cuda_transformer_stage.cc: device memory, cuBLAS handle
@@ -113,8 +110,8 @@ class CudaTransformerStage final : public Stage {
                      bool may_be_empty) const;
   absl::Status CheckCall(const ExecutionContext& ctx, int microbatch) const;
   absl::Status Bind(const ExecutionContext& ctx) const;
-  // The stash's segments (CudaTransformerStashLayout), checked.
-  absl::StatusOr<StashSegments> Segments(StashView stash) const;
+  // The stash's segments, checked against `sizes` (this stage's Sizes()).
+  absl::StatusOr<StashSegments> Segments(StashView stash, const StageSizes& sizes) const;
   // Layer i's stash; i == part's layers: the head's.
   static std::byte* LayerStash(const StashSegments& stash, int i) { return stash[i].data(); }
   // The gradient of layer i's output as W and I read it (bf16).

@@ -131,26 +131,26 @@ TransformerStage::TransformerStage(const TransformerOptions& options, const MlpL
   OneBlasThreadOnce();
 }
 
+std::vector<int64_t> PartStashSegments(const TransformerStageParts& part, int64_t layer_bytes,
+                                       int64_t head_bytes) {
+  std::vector<int64_t> segments(static_cast<size_t>(part.layers), layer_bytes);
+  if (part.loss) segments.push_back(head_bytes);
+  if (segments.size() < 2) segments.clear();
+  return segments;
+}
+
 StageSizes TransformerStage::Sizes() const {
   const int64_t hidden_states = shape_.rows() * shape_.hidden * kFloat;
-  std::vector<int64_t> layout = StashLayout();
-  if (layout.size() < 2) layout.clear();
-  return StageSizes{part_.embedding ? shape_.rows() * static_cast<int64_t>(sizeof(int64_t))
-                                    : hidden_states,
-                    part_.loss ? kFloat : hidden_states,
-                    PartStashFloats(shape_, part_) * kFloat,
-                    PartParamFloats(shape_, part_) * kFloat, std::move(layout)};
+  return StageSizes{
+      part_.embedding ? shape_.rows() * static_cast<int64_t>(sizeof(int64_t)) : hidden_states,
+      part_.loss ? kFloat : hidden_states, PartStashFloats(shape_, part_) * kFloat,
+      PartParamFloats(shape_, part_) * kFloat,
+      PartStashSegments(part_, layer_stash_ * kFloat, LossHeadStashFloats(shape_) * kFloat)};
 }
 
-std::vector<int64_t> TransformerStage::StashLayout() const {
-  std::vector<int64_t> layout(static_cast<size_t>(part_.layers), layer_stash_ * kFloat);
-  if (part_.loss) layout.push_back(LossHeadStashFloats(shape_) * kFloat);
-  if (layout.size() < 2) return {PartStashFloats(shape_, part_) * kFloat};
-  return layout;
-}
-
-absl::StatusOr<StashSegments> TransformerStage::Segments(StashView stash) const {
-  return SplitStash(stash, StashLayout(), absl::StrCat("transformer stage ", stage_));
+absl::StatusOr<StashSegments> TransformerStage::Segments(StashView stash,
+                                                         const StageSizes& sizes) const {
+  return SplitStash(stash, sizes.StashAllocations(), absl::StrCat("transformer stage ", stage_));
 }
 
 absl::Status TransformerStage::Check(absl::string_view role, size_t bytes, int64_t expected,
@@ -193,7 +193,7 @@ absl::Status TransformerStage::Forward(const ExecutionContext& ctx, int microbat
   RETURN_IF_ERROR(CheckCall(ctx, microbatch));
   RETURN_IF_ERROR(Check("input", input.size(), sizes.input_bytes, false));
   RETURN_IF_ERROR(Check("output", output.size(), sizes.output_bytes, part_.loss));
-  ASSIGN_OR_RETURN(const StashSegments s, Segments(stash));
+  ASSIGN_OR_RETURN(const StashSegments s, Segments(stash, sizes));
   const int64_t r = shape_.rows(), h = shape_.hidden;
   auto input_of = [&](int layer) -> float* {  // where layer `layer` (or the head) reads x
     if (layer < part_.layers) return LayerStash(s, layer);
@@ -246,7 +246,7 @@ absl::Status TransformerStage::BackwardInput(const ExecutionContext& ctx, int mi
   RETURN_IF_ERROR(CheckCall(ctx, microbatch));
   RETURN_IF_ERROR(Check("output_grad", output_grad.size(), part_.loss ? 0 : sizes.output_bytes,
                         part_.loss));
-  ASSIGN_OR_RETURN(const StashSegments s, Segments(stash));
+  ASSIGN_OR_RETURN(const StashSegments s, Segments(stash, sizes));
   RETURN_IF_ERROR(Check("input_grad", input_grad.size(), part_.embedding ? 0 : sizes.input_bytes,
                         part_.embedding));
   const int64_t h = shape_.hidden;
@@ -277,7 +277,7 @@ absl::Status TransformerStage::BackwardWeight(const ExecutionContext& ctx, int m
   RETURN_IF_ERROR(Check("input", input.size(), sizes.input_bytes, false));
   RETURN_IF_ERROR(Check("output_grad", output_grad.size(), part_.loss ? 0 : sizes.output_bytes,
                         part_.loss));
-  ASSIGN_OR_RETURN(const StashSegments s, Segments(stash));
+  ASSIGN_OR_RETURN(const StashSegments s, Segments(stash, sizes));
   RETURN_IF_ERROR(Check("param_grad", param_grad.size(), sizes.param_grad_bytes, false));
   const int64_t h = shape_.hidden;
   float* g = Floats(param_grad);

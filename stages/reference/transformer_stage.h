@@ -84,6 +84,11 @@ absl::StatusOr<std::vector<TransformerStageParts>> EvenTransformerParts(int laye
 int64_t PartParamFloats(const TransformerBlockShape& shape, const TransformerStageParts& part);
 // Stash floats of a part per microbatch.
 int64_t PartStashFloats(const TransformerBlockShape& shape, const TransformerStageParts& part);
+// A part's stash segments (StageSizes::stash_segments), whatever the dtype:
+// one of `layer_bytes` per layer, then `head_bytes` on the loss part; empty
+// (one buffer) when that makes fewer than two. The CPU and CUDA stages'.
+std::vector<int64_t> PartStashSegments(const TransformerStageParts& part, int64_t layer_bytes,
+                                       int64_t head_bytes);
 // A part's initial parameters.
 std::vector<float> PartInitialParams(const TransformerOptions& options, int part);
 
@@ -113,11 +118,8 @@ class TransformerStage final : public Stage {
   absl::Status Check(absl::string_view role, size_t bytes, int64_t expected,
                      bool may_be_empty) const;
   absl::Status CheckCall(const ExecutionContext& ctx, int microbatch) const;
-  // Bytes of each stash segment: every layer's, then the head's; one
-  // segment of the whole (possibly 0 bytes) when that makes fewer than two.
-  std::vector<int64_t> StashLayout() const;
-  // The stash's segments, checked against StashLayout().
-  absl::StatusOr<StashSegments> Segments(StashView stash) const;
+  // The stash's segments, checked against `sizes` (this stage's Sizes()).
+  absl::StatusOr<StashSegments> Segments(StashView stash, const StageSizes& sizes) const;
   // The stash of layer i of this part, and the head's.
   static float* LayerStash(const StashSegments& stash, int i) {
     return reinterpret_cast<float*>(stash[i].data());

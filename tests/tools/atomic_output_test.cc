@@ -22,8 +22,6 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -36,6 +34,7 @@ namespace jitpipe::atomic_output_test {
 namespace {
 
 using ::jitpipe::testing::MakeTempDir;
+using ::jitpipe::testing::ReadTextFile;
 using ::jitpipe::testing::RunCli;
 using ::jitpipe::testing::WriteTextFile;
 
@@ -48,13 +47,6 @@ constexpr char kOldContents[] = "the previous output, which must survive\n";
 // so a single trial already catches the writer mid-way.
 constexpr int kTrials = testing::kSanitized ? 1 : 2;
 constexpr int kMaxTrials = 6;
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 // Every entry of `dir` (names), to compare before and after a run.
 std::vector<std::string> Entries(const std::string& dir) {
@@ -198,7 +190,7 @@ class AtomicOutputTest : public ::testing::TestWithParam<Writer> {
     entries_ = Entries(dir_);
     EXPECT_EQ(RunCli(Args()).exit_code, 0);
     EXPECT_EQ(Entries(dir_), entries_);
-    const std::string complete = ReadBytes(Out());
+    const std::string complete = ReadTextFile(Out());
     EXPECT_NE(complete, kOldContents);
     return complete;
   }
@@ -216,7 +208,7 @@ class AtomicOutputTest : public ::testing::TestWithParam<Writer> {
     for (int trial = 0; trial < kMaxTrials && caught < trials; ++trial) {
       WriteTextFile(Out(), kOldContents);
       const bool ended = RunAndSignal(Args(), dir_, when, signal_number);
-      const std::string now = ReadBytes(Out());
+      const std::string now = ReadTextFile(Out());
       EXPECT_EQ(Entries(dir_), entries_) << "left behind, trial " << trial;
       if (now == kOldContents) {
         EXPECT_TRUE(ended) << "the writer exited without replacing " << Out();
@@ -332,7 +324,7 @@ TEST(AtomicOutputSpecialFileTest, AnOutputThatIsAnInputIsRefused) {
   const std::string dir = MakeTempDir("out_is_in");
   ASSERT_EQ(RunCli({"generate", "--schedule", "1f1b", "--pp", "2", "--microbatches", "4", "-o",
                     dir + "/s.json"}).exit_code, 0);
-  const std::string before = ReadBytes(dir + "/s.json");
+  const std::string before = ReadTextFile(dir + "/s.json");
   ASSERT_EQ(symlink("s.json", (dir + "/link.json").c_str()), 0);
   testing::CliResult same = RunCli({"simulate", dir + "/s.json", "--model", dir + "/s.json",
                                     "--trace", dir + "/link.json"});
@@ -343,7 +335,7 @@ TEST(AtomicOutputSpecialFileTest, AnOutputThatIsAnInputIsRefused) {
   EXPECT_EQ(convert.exit_code, 2);
   EXPECT_NE(convert.err.find("-o " + dir + "/s.json is the input"), std::string::npos)
       << convert.err;
-  EXPECT_EQ(ReadBytes(dir + "/s.json"), before);
+  EXPECT_EQ(ReadTextFile(dir + "/s.json"), before);
 }
 
 }  // namespace
