@@ -186,9 +186,9 @@ TEST_F(TwoHostTest, AFileMissingOnOneHostNamesTheRankAndTheHost) {
 // One survivor may be ended by Open MPI itself: when the killed rank hangs
 // up in the middle of a transfer with a neighbour, that neighbour's TCP
 // transport prints "An MPI communication peer process has unexpectedly
-// disconnected" and aborts its process, which then reports nothing (seen in
-// 2 of 15 runs, each time with that notice, never without it). Only then may one record be
-// missing, and never rank 0's, which collects them.
+// disconnected" and aborts its process, which then reports nothing (seen
+// in 2 of 15 runs, each time with that notice, never without it). Only
+// then may one record be missing, and never rank 0's, which collects them.
 TEST_F(TwoHostTest, SurvivorsRecordsReachRankZero) {
   const std::string flight = MakeTempDir("netns_flight");
   const std::string on_a = MakeTempDir("netns_flight_a");
